@@ -1,0 +1,65 @@
+// Transactional key-value engine: the narrow backend interface under the
+// metadata layer (like 3FS IKVEngine / JuiceFS tkv). Keys and values are byte
+// strings, ordered bytewise. A transaction sees its own writes, and either all
+// of its writes become visible atomically or none do.
+//
+// Backends: memory (unit tests), sqlite3 (embedded default). One conformance
+// suite (tests/kv/kv_conformance_test.cc) runs on every backend.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+
+namespace tessera::kv {
+
+class Txn {
+ public:
+  virtual ~Txn() = default;
+  // Returns ENOENT when the key does not exist.
+  virtual Result<std::string> Get(std::string_view key) = 0;
+  virtual Status Put(std::string_view key, std::string_view value) = 0;
+  // Deleting a missing key is not an error.
+  virtual Status Delete(std::string_view key) = 0;
+  // Visits keys in [begin, end) in ascending order (end empty = no upper
+  // bound), at most `limit` of them (0 = unlimited), until fn returns false.
+  // Sees the transaction's own uncommitted writes.
+  using ScanFn = std::function<bool(std::string_view key, std::string_view value)>;
+  virtual Status Scan(std::string_view begin, std::string_view end, size_t limit, const ScanFn& fn) = 0;
+
+  // Atomically adds delta to a little-endian int64 counter stored at key
+  // (missing = 0) and returns the new value.
+  virtual Result<int64_t> Incr(std::string_view key, int64_t delta);
+};
+
+class Engine {
+ public:
+  virtual ~Engine() = default;
+  // Runs fn in a transaction. If fn returns an error the transaction is rolled
+  // back and that error returned. A conflict with another writer (another
+  // thread or process) retries fn from the start, so fn must have no side
+  // effects outside the transaction. read_only transactions must not write.
+  using TxnFn = std::function<Status(Txn&)>;
+  virtual Status Run(const TxnFn& fn, bool read_only = false) = 0;
+  // Removes every key (format --force).
+  virtual Status DropAll() = 0;
+  // e.g. "sqlite3", "memory"
+  virtual std::string Name() const = 0;
+};
+
+// Opens an engine from a URL: "memory://[name]", "sqlite3://PATH" (creates the
+// file if missing). Returns EINVAL with a clear message for a malformed URL.
+Result<std::unique_ptr<Engine>> Open(const std::string& url);
+
+// Helpers for ordered binary keys.
+void AppendU64BE(std::string* s, uint64_t v);
+void AppendU32BE(std::string* s, uint32_t v);
+uint64_t ReadU64BE(std::string_view s);
+uint32_t ReadU32BE(std::string_view s);
+// Smallest key greater than every key with this prefix ("" if none).
+std::string PrefixEnd(std::string_view prefix);
+
+}  // namespace tessera::kv
