@@ -4,6 +4,7 @@
 // blocks of at most block_size bytes, one object per block.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <string_view>

@@ -1,1 +1,88 @@
-int main() { return 0; }
+// Argument parsing for every `tessera` command, in the style of JuiceFS's CLI.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+
+#include "cli/commands.h"
+
+using namespace tessera::cli;  // NOLINT
+
+int main(int argc, char** argv) {
+  CLI::App app{"Tessera: a distributed POSIX file system on object storage.\n"
+               "Metadata lives in an engine given by META-URL (sqlite3://PATH for the embedded default);\n"
+               "file data lives as blocks in an object store (a local directory by default)."};
+  app.name("tessera");
+  app.require_subcommand(1);
+  app.set_version_flag("-V,--version", std::string("tessera version ") + TESSERA_VERSION);
+
+  FormatOptions fo;
+  auto* format = app.add_subcommand("format", "Format a volume: write its settings and root directory");
+  format->footer("Examples:\n  tessera format sqlite3:///var/lib/tessera/myjfs.db myjfs\n"
+                 "  tessera format sqlite3://meta.db vol1 --bucket /data/vol1 --block-size 1024");
+  format->add_option("META-URL", fo.meta_url, "metadata engine address (sqlite3://PATH)")->required();
+  format->add_option("NAME", fo.name, "volume name: 3-63 characters of a-z, 0-9 and '-'")->required();
+  format->add_option("--storage", fo.storage, "object storage type (file)")->capture_default_str();
+  format->add_option("--bucket", fo.bucket, "bucket: a directory for file storage (default /var/lib/tessera/NAME)");
+  format->add_option("--block-size", fo.block_size_kib, "size of a block in KiB (64 to 16384)")->capture_default_str();
+  format->add_option("--compress", fo.compress, "compression of blocks (none)")->capture_default_str();
+  format->add_option("--trash-days", fo.trash_days, "days deleted files stay in the trash (0 = off)")->capture_default_str();
+  format->add_option("--capacity", fo.capacity_gib, "volume capacity in GiB (0 = unlimited)")->capture_default_str();
+  format->add_option("--inodes", fo.inodes, "maximum number of inodes (0 = unlimited)")->capture_default_str();
+  format->add_flag("--force", fo.force, "overwrite the settings of an existing volume (data is kept)");
+
+  MountOptions mo;
+  auto* mount = app.add_subcommand("mount", "Mount a volume (foreground by default, -d for background)");
+  mount->footer("Examples:\n  tessera mount sqlite3:///var/lib/tessera/myjfs.db /mnt/tessera -d\n"
+                "  tessera mount sqlite3://meta.db /mnt/t --attr-cache 0 --entry-cache 0");
+  mount->add_option("META-URL", mo.meta_url, "metadata engine address")->required();
+  mount->add_option("MOUNTPOINT", mo.mount_point, "an existing empty directory")->required();
+  mount->add_flag("-d,--background", mo.background, "run in the background; returns once the mount answers");
+  mount->add_option("--log", mo.log_file, "log file in background mode");
+  mount->add_flag("--debug", mo.debug, "debug logging and FUSE request tracing");
+  mount->add_option("--attr-cache", mo.attr_cache, "kernel attribute cache timeout, seconds")->capture_default_str();
+  mount->add_option("--entry-cache", mo.entry_cache, "kernel file entry cache timeout, seconds")->capture_default_str();
+  mount->add_option("--dir-entry-cache", mo.dir_entry_cache, "kernel directory entry cache timeout, seconds")->capture_default_str();
+  mount->add_option("--negative-entry-cache", mo.negative_entry_cache, "kernel negative lookup cache timeout, seconds")->capture_default_str();
+  mount->add_option("--buffer-size", mo.buffer_size_mib, "write buffer per file, MiB")->capture_default_str();
+  mount->add_flag("--no-allow-other", mo.no_allow_other, "only the mounting user may access the mount");
+  mount->add_flag("--writeback-cache", mo.writeback_cache, "enable the kernel writeback cache (weaker close-to-open)");
+  mount->add_option("-o", mo.fuse_options, "other FUSE mount options, comma separated")->delimiter(',');
+
+  std::string umount_point;
+  bool umount_force = false;
+  auto* umount = app.add_subcommand("umount", "Unmount a volume and wait for its client to exit");
+  umount->add_option("MOUNTPOINT", umount_point, "mount point")->required();
+  umount->add_flag("-f,--force", umount_force, "lazy unmount even if busy");
+
+  std::string status_url;
+  auto* status = app.add_subcommand("status", "Show a volume's settings and active sessions");
+  status->add_option("META-URL", status_url, "metadata engine address")->required();
+
+  std::vector<std::string> info_paths;
+  auto* info = app.add_subcommand("info", "Show the inode, chunks, slices and objects of files in a mount");
+  info->add_option("PATH", info_paths, "files or directories inside a Tessera mount")->required();
+
+  std::string fsck_url;
+  auto* fsck = app.add_subcommand("fsck", "Check the consistency of a volume's metadata");
+  fsck->add_option("META-URL", fsck_url, "metadata engine address")->required();
+
+  auto* version = app.add_subcommand("version", "Show the version");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() != 0) {
+      std::fprintf(stderr, "tessera: %s\nRun with --help for usage.\n", e.what());
+      return 2;
+    }
+    return app.exit(e);
+  }
+  if (*format) return Format(fo);
+  if (*mount) return Mount(mo);
+  if (*umount) return Umount(umount_point, umount_force);
+  if (*status) return ShowStatus(status_url);
+  if (*info) return Info(info_paths);
+  if (*fsck) return Fsck(fsck_url);
+  if (*version) return Version();
+  return 2;
+}

@@ -65,14 +65,15 @@ class [[nodiscard]] Result {
 #define TESSERA_CONCAT(a, b) TESSERA_CONCAT_INNER(a, b)
 
 // Returns the Status from the enclosing function if it is not OK.
-#define RETURN_IF_ERROR(expr)                 \
-  do {                                        \
-    ::tessera::Status _st = (expr);           \
-    if (!_st.ok()) return _st;                \
+#define RETURN_IF_ERROR(expr) RETURN_IF_ERROR_IMPL(TESSERA_CONCAT(_st_, __COUNTER__), expr)
+#define RETURN_IF_ERROR_IMPL(tmp, expr) \
+  do {                                  \
+    ::tessera::Status tmp = (expr);     \
+    if (!tmp.ok()) return tmp;          \
   } while (0)
 
 // ASSIGN_OR_RETURN(auto x, ResultExpr) / ASSIGN_OR_RETURN(x, ResultExpr)
-#define ASSIGN_OR_RETURN(lhs, expr) ASSIGN_OR_RETURN_IMPL(TESSERA_CONCAT(_res_, __LINE__), lhs, expr)
+#define ASSIGN_OR_RETURN(lhs, expr) ASSIGN_OR_RETURN_IMPL(TESSERA_CONCAT(_res_, __COUNTER__), lhs, expr)
 #define ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr) \
   auto tmp = (expr);                          \
   if (!tmp.ok()) return tmp.status();         \

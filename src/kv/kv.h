@@ -26,7 +26,10 @@ class Txn {
   virtual Status Delete(std::string_view key) = 0;
   // Visits keys in [begin, end) in ascending order (end empty = no upper
   // bound), at most `limit` of them (0 = unlimited), until fn returns false.
-  // Sees the transaction's own uncommitted writes.
+  // Sees the transaction's own uncommitted writes. The views passed to fn are
+  // valid only during the call. fn may write through this transaction (e.g.
+  // delete the visited key); whether the scan then visits keys written after
+  // it started is unspecified.
   using ScanFn = std::function<bool(std::string_view key, std::string_view value)>;
   virtual Status Scan(std::string_view begin, std::string_view end, size_t limit, const ScanFn& fn) = 0;
 
@@ -41,7 +44,9 @@ class Engine {
   // Runs fn in a transaction. If fn returns an error the transaction is rolled
   // back and that error returned. A conflict with another writer (another
   // thread or process) retries fn from the start, so fn must have no side
-  // effects outside the transaction. read_only transactions must not write.
+  // effects outside the transaction. read_only transactions must not write
+  // (Put and Delete fail with EINVAL). fn must not call Run on the same engine
+  // (it may deadlock).
   using TxnFn = std::function<Status(Txn&)>;
   virtual Status Run(const TxnFn& fn, bool read_only = false) = 0;
   // Removes every key (format --force).
@@ -52,6 +57,8 @@ class Engine {
 
 // Opens an engine from a URL: "memory://[name]", "sqlite3://PATH" (creates the
 // file if missing). Returns EINVAL with a clear message for a malformed URL.
+// Memory engines opened with the same non-empty name share their data while
+// any of them is open; "memory://" is always a new private store.
 Result<std::unique_ptr<Engine>> Open(const std::string& url);
 
 // Helpers for ordered binary keys.

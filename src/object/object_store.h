@@ -37,7 +37,8 @@ class ObjectStore {
   // ENOENT when missing.
   virtual Result<ObjectInfo> Head(const std::string& key) = 0;
   // Lists keys with the prefix that sort after start_after, ascending, at most
-  // limit of them; *more is set when further keys follow.
+  // limit of them; *out is replaced and *more (if not null) tells whether
+  // further matching keys follow.
   virtual Status List(const std::string& prefix, const std::string& start_after, size_t limit,
                       std::vector<ObjectInfo>* out, bool* more) = 0;
 };
@@ -45,9 +46,14 @@ class ObjectStore {
 struct StoreOptions {
   std::string storage = "file";  // file | memory
   std::string bucket;            // directory for file; name for memory
+  // file: fsync each object (and its directory) before Put returns. Without it
+  // a completed Put survives a process crash (the data is in the page cache)
+  // but not necessarily a power loss or kernel crash.
+  bool fsync = false;
 };
 
-// Builds a store; EINVAL for an unknown storage type or empty bucket.
+// Builds a store (without creating it); EINVAL for an unknown storage type or
+// an empty bucket for file. Each memory store is a new, empty, private map.
 Result<std::unique_ptr<ObjectStore>> Open(const StoreOptions& opts);
 
 }  // namespace tessera::object

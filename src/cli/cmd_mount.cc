@@ -1,0 +1,215 @@
+// mount and umount.
+#include <fcntl.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "chunk/chunk_store.h"
+#include "cli/commands.h"
+#include "cli/mount_state.h"
+#include "common/log.h"
+#include "common/url.h"
+#include "fuse/fuse_adapter.h"
+#include "meta/meta.h"
+#include "object/object_store.h"
+#include "vfs/vfs.h"
+
+namespace tessera::cli {
+
+namespace {
+
+constexpr long kFuseSuperMagic = 0x65735546;
+
+int Fail(const std::string& msg) {
+  std::fprintf(stderr, "tessera: %s\n", msg.c_str());
+  return 1;
+}
+
+std::string DefaultLogFile() {
+  if (geteuid() == 0) return "/var/log/tessera.log";
+  const char* home = getenv("HOME");
+  std::string dir = std::string(home ? home : "/tmp") + "/.tessera";
+  mkdir(dir.c_str(), 0700);
+  return dir + "/tessera.log";
+}
+
+struct Volume {
+  std::unique_ptr<meta::Meta> meta;
+  meta::Format format;
+  std::unique_ptr<object::ObjectStore> store;
+};
+
+Result<Volume> OpenVolume(const std::string& meta_url) {
+  Volume v;
+  auto m = meta::Open(meta_url);
+  if (!m.ok()) return m.status().With("cannot open metadata engine " + RedactUrl(meta_url));
+  v.meta = std::move(*m);
+  auto f = v.meta->Load();
+  if (!f.ok()) {
+    if (f.status().not_found())
+      return Status::Err(ENOENT, fmt::format("no volume at {}: run 'tessera format' first", RedactUrl(meta_url)));
+    return f.status().With(RedactUrl(meta_url));
+  }
+  v.format = *f;
+  auto s = object::Open(object::StoreOptions{v.format.storage, v.format.bucket});
+  if (!s.ok()) return s.status().With("cannot open object storage");
+  v.store = std::move(*s);
+  return v;
+}
+
+// Serves the mount; reports the mount result through `report` (once).
+int Serve(const MountOptions& o, const std::string& mount_point, const std::function<void(const Status&)>& report) {
+  auto vol = OpenVolume(o.meta_url);
+  if (!vol.ok()) {
+    report(vol.status());
+    return 1;
+  }
+  chunk::ChunkStore chunks(vol->store.get(), chunk::StoreConfig{vol->format.block_size});
+  vfs::Config cfg;
+  cfg.attr_timeout = o.attr_cache;
+  cfg.entry_timeout = o.entry_cache;
+  cfg.dir_entry_timeout = o.dir_entry_cache;
+  cfg.negative_timeout = o.negative_entry_cache;
+  cfg.file_buffer_limit = size_t(std::max<uint64_t>(1, o.buffer_size_mib / 4)) << 20;
+  cfg.mount_point = mount_point;
+  vfs::Vfs vfs(vol->meta.get(), &chunks, cfg);
+  Status st = vfs.Start();
+  if (!st.ok()) {
+    report(st.With("cannot start session"));
+    return 1;
+  }
+  fuse::MountOptions fo;
+  fo.mount_point = mount_point;
+  fo.fs_name = "tessera:" + vol->format.name;
+  fo.allow_other = !o.no_allow_other;
+  fo.debug = o.debug;
+  fo.writeback_cache = o.writeback_cache;
+  fo.extra = o.fuse_options;
+  LOG_INFO("mounting volume {} ({}) at {}; data in {}", vol->format.name, RedactUrl(o.meta_url), mount_point,
+           vol->store->Describe());
+  st = fuse::Serve(&vfs, fo, [&](const Status& mounted) {
+    if (mounted.ok()) {
+      Status ws = WriteMountState(MountState{mount_point, getpid(), o.meta_url});
+      if (!ws.ok()) LOG_WARN("cannot write client state: {}", ws.ToString());
+    }
+    report(mounted);
+  });
+  RemoveMountState(mount_point);
+  vfs.Stop();
+  if (!st.ok()) {
+    LOG_ERROR("{}", st.ToString());
+    return 1;
+  }
+  LOG_INFO("unmounted {}", mount_point);
+  return 0;
+}
+
+}  // namespace
+
+int Mount(const MountOptions& o) {
+  char* real = realpath(o.mount_point.c_str(), nullptr);
+  if (!real) return Fail(fmt::format("mount point {} does not exist", o.mount_point));
+  std::string mp = real;
+  free(real);
+  struct stat st;
+  if (stat(mp.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return Fail(fmt::format("mount point {} is not a directory", mp));
+  if (IsMountPoint(mp)) return Fail(fmt::format("{} is already a mount point (unmount it first)", mp));
+  if (o.attr_cache < 0 || o.entry_cache < 0 || o.dir_entry_cache < 0 || o.negative_entry_cache < 0)
+    return Fail("cache timeouts must not be negative");
+  if (o.debug) SetLogLevel(LogLevel::kDebug);
+  {
+    // Fail fast, in the foreground, on a bad URL or a missing volume.
+    auto vol = OpenVolume(o.meta_url);
+    if (!vol.ok()) return Fail(vol.status().message().empty() ? vol.status().ToString() : vol.status().message());
+  }
+  if (!o.background) {
+    return Serve(o, mp, [&](const Status& s) {
+      if (!s.ok()) std::fprintf(stderr, "tessera: %s\n", s.ToString().c_str());
+      else LOG_INFO("volume ready at {}", mp);
+    });
+  }
+
+  int fds[2];
+  if (pipe(fds) != 0) return Fail(fmt::format("pipe: {}", strerror(errno)));
+  std::string log_file = o.log_file.empty() ? DefaultLogFile() : o.log_file;
+  pid_t pid = fork();
+  if (pid < 0) return Fail(fmt::format("fork: {}", strerror(errno)));
+  if (pid == 0) {
+    close(fds[0]);
+    setsid();
+    int null_fd = open("/dev/null", O_RDWR);
+    int log_fd = open(log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (null_fd >= 0) dup2(null_fd, STDIN_FILENO);
+    if (log_fd >= 0) {
+      dup2(log_fd, STDOUT_FILENO);
+      dup2(log_fd, STDERR_FILENO);
+    }
+    bool reported = false;
+    int rc = Serve(o, mp, [&](const Status& s) {
+      if (reported) return;
+      reported = true;
+      std::string msg = s.ok() ? "OK" : s.ToString();
+      (void)!write(fds[1], msg.data(), msg.size());
+      close(fds[1]);
+    });
+    _exit(rc);
+  }
+  close(fds[1]);
+  std::string msg;
+  char buf[512];
+  ssize_t n;
+  while ((n = read(fds[0], buf, sizeof(buf))) > 0) msg.append(buf, size_t(n));
+  close(fds[0]);
+  if (msg != "OK") {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return Fail(msg.empty() ? fmt::format("mount failed; see {}", log_file) : msg);
+  }
+  // The mount exists; wait until the file system answers.
+  for (int i = 0; i < 100; ++i) {
+    struct statfs sfs;
+    if (statfs(mp.c_str(), &sfs) == 0 && sfs.f_type == kFuseSuperMagic) {
+      std::fprintf(stderr, "tessera: volume is ready at %s (log: %s)\n", mp.c_str(), log_file.c_str());
+      return 0;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return Fail(fmt::format("mounted at {} but the file system does not answer; see {}", mp, log_file));
+}
+
+int Umount(const std::string& mount_point, bool force) {
+  char* real = realpath(mount_point.c_str(), nullptr);
+  std::string mp = real ? real : mount_point;
+  free(real);
+  auto state = ReadMountState(mp);
+  int rc;
+  if (geteuid() == 0) {
+    rc = umount2(mp.c_str(), force ? MNT_DETACH : 0);
+    if (rc != 0) {
+      if (errno == EINVAL) return Fail(fmt::format("{} is not mounted", mp));
+      if (errno == EBUSY) return Fail(fmt::format("{} is busy (use --force for a lazy unmount)", mp));
+      return Fail(fmt::format("umount {}: {}", mp, strerror(errno)));
+    }
+  } else {
+    std::string cmd = fmt::format("fusermount3 -u {} '{}'", force ? "-z" : "", mp);
+    if (std::system(cmd.c_str()) != 0) return Fail(fmt::format("cannot unmount {}", mp));
+  }
+  // Wait for the client to finish its session (bounded).
+  if (state.ok() && state->pid > 0) {
+    for (int i = 0; i < 600 && kill(state->pid, 0) == 0; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return 0;
+}
+
+}  // namespace tessera::cli

@@ -1,0 +1,198 @@
+// format, status, fsck, info, version.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <regex>
+
+#include <fmt/format.h>
+
+#include "chunk/layout.h"
+#include "cli/commands.h"
+#include "cli/mount_state.h"
+#include "common/url.h"
+#include "meta/meta.h"
+#include "object/object_store.h"
+
+namespace tessera::cli {
+
+namespace {
+
+int Fail(const std::string& msg) {
+  std::fprintf(stderr, "tessera: %s\n", msg.c_str());
+  return 1;
+}
+
+Result<std::unique_ptr<meta::Meta>> OpenMeta(const std::string& url) {
+  auto m = meta::Open(url);
+  if (!m.ok()) return m.status().With("cannot open metadata engine " + RedactUrl(url));
+  return m;
+}
+
+std::string DefaultBucket(const std::string& name) {
+  if (geteuid() == 0) return "/var/lib/tessera/" + name;
+  const char* home = getenv("HOME");
+  return std::string(home ? home : "/tmp") + "/.tessera/local/" + name;
+}
+
+// Writes, reads back and deletes a probe object.
+Status ProbeStore(object::ObjectStore* store) {
+  RETURN_IF_ERROR(store->Create());
+  const std::string key = "tessera_probe_" + meta::NewUuid(), body = "tessera probe";
+  RETURN_IF_ERROR(store->Put(key, body));
+  auto got = store->Get(key);
+  if (!got.ok()) return got.status();
+  if (*got != body) return Status::Err(EIO, "object store returned different bytes than written");
+  return store->Delete(key);
+}
+
+}  // namespace
+
+int Format(const FormatOptions& o) {
+  static const std::regex kName("^[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$");
+  if (!std::regex_match(o.name, kName))
+    return Fail(fmt::format("invalid volume name '{}': use 3-63 characters of a-z, 0-9 and '-'", o.name));
+  if (o.block_size_kib < 64 || o.block_size_kib > 16384)
+    return Fail(fmt::format("invalid --block-size {} KiB: must be between 64 and 16384", o.block_size_kib));
+  if (o.compress != "none") return Fail(fmt::format("unsupported --compress '{}' (supported: none)", o.compress));
+  if (o.storage != "file") return Fail(fmt::format("unsupported --storage '{}' (supported: file)", o.storage));
+  if (o.trash_days < 0) return Fail("--trash-days must not be negative");
+
+  auto m = OpenMeta(o.meta_url);
+  if (!m.ok()) return Fail(m.status().ToString());
+  auto existing = (*m)->Load();
+  if (existing.ok() && !o.force)
+    return Fail(fmt::format("volume '{}' is already formatted at {}; use --force to overwrite its settings",
+                            existing->name, RedactUrl(o.meta_url)));
+
+  meta::Format f;
+  f.name = o.name;
+  f.uuid = meta::NewUuid();
+  f.storage = o.storage;
+  f.bucket = o.bucket.empty() ? DefaultBucket(o.name) : o.bucket;
+  if (f.storage == "file") {
+    char* real = realpath(f.bucket.c_str(), nullptr);
+    if (real) {
+      f.bucket = real;
+      free(real);
+    } else if (f.bucket[0] != '/') {
+      char cwd[4096];
+      if (getcwd(cwd, sizeof(cwd))) f.bucket = std::string(cwd) + "/" + f.bucket;
+    }
+  }
+  f.block_size = o.block_size_kib * 1024;
+  f.compression = o.compress;
+  f.trash_days = o.trash_days;
+  f.capacity = o.capacity_gib << 30;
+  f.inodes = o.inodes;
+
+  auto store = object::Open(object::StoreOptions{f.storage, f.bucket});
+  if (!store.ok()) return Fail(store.status().ToString());
+  Status st = ProbeStore(store->get());
+  if (!st.ok()) return Fail(fmt::format("object storage {} is not usable: {}", (*store)->Describe(), st.ToString()));
+
+  st = (*m)->Init(f, o.force);
+  if (!st.ok()) return Fail(st.ToString());
+  auto loaded = (*m)->Load();
+  if (!loaded.ok()) return Fail(loaded.status().ToString());
+  std::printf("%s\n", loaded->ToJson().c_str());
+  std::fprintf(stderr, "tessera: volume '%s' formatted (metadata %s, data %s)\n", loaded->name.c_str(),
+               RedactUrl(o.meta_url).c_str(), (*store)->Describe().c_str());
+  return 0;
+}
+
+int ShowStatus(const std::string& meta_url) {
+  auto m = OpenMeta(meta_url);
+  if (!m.ok()) return Fail(m.status().ToString());
+  auto f = (*m)->Load();
+  if (!f.ok()) return Fail(f.status().With(RedactUrl(meta_url)).ToString());
+  auto sessions = (*m)->ListSessions();
+  if (!sessions.ok()) return Fail(sessions.status().ToString());
+  meta::StatFs fs;
+  Status st = (*m)->StatFS(meta::Context::Root(), &fs);
+  if (!st.ok()) return Fail(st.ToString());
+  std::printf("{\n  \"Setting\": %s,\n", f->ToJson().c_str());
+  std::printf("  \"Usage\": {\"UsedSpace\": %llu, \"UsedInodes\": %llu},\n",
+              (unsigned long long)(fs.total_space - fs.avail_space), (unsigned long long)fs.used_inodes);
+  std::printf("  \"Sessions\": [");
+  for (size_t i = 0; i < sessions->size(); ++i) {
+    const auto& s = (*sessions)[i];
+    std::printf("%s\n    {\"Sid\": %llu, \"Host\": \"%s\", \"MountPoint\": \"%s\", \"ProcessID\": %u, \"Version\": \"%s\", \"Heartbeat\": %lld}",
+                i ? "," : "", (unsigned long long)s.sid, s.host.c_str(), s.mount_point.c_str(), s.pid,
+                s.version.c_str(), (long long)s.heartbeat);
+  }
+  std::printf("%s]\n}\n", sessions->empty() ? "" : "\n  ");
+  return 0;
+}
+
+int Fsck(const std::string& meta_url) {
+  auto m = OpenMeta(meta_url);
+  if (!m.ok()) return Fail(m.status().ToString());
+  auto f = (*m)->Load();
+  if (!f.ok()) return Fail(f.status().With(RedactUrl(meta_url)).ToString());
+  std::vector<std::string> problems;
+  Status st = (*m)->Check(&problems);
+  if (!st.ok()) return Fail(st.ToString());
+  for (const auto& p : problems) std::printf("%s\n", p.c_str());
+  if (!problems.empty()) return Fail(fmt::format("{} problem(s) found", problems.size()));
+  std::fprintf(stderr, "tessera: metadata of volume '%s' is consistent\n", f->name.c_str());
+  return 0;
+}
+
+int Info(const std::vector<std::string>& paths) {
+  int rc = 0;
+  for (const auto& path : paths) {
+    struct stat st;
+    if (lstat(path.c_str(), &st) != 0) {
+      rc = Fail(fmt::format("{}: {}", path, strerror(errno)));
+      continue;
+    }
+    auto mp = FindMountPoint(path);
+    if (!mp.ok()) {
+      rc = Fail(mp.status().ToString());
+      continue;
+    }
+    auto state = ReadMountState(*mp);
+    if (!state.ok()) {
+      rc = Fail(fmt::format("{} is not inside a Tessera mount of this host", path));
+      continue;
+    }
+    auto m = OpenMeta(state->meta_url);
+    if (!m.ok()) return Fail(m.status().ToString());
+    auto f = (*m)->Load();
+    if (!f.ok()) return Fail(f.status().ToString());
+    meta::Attr a;
+    Status s = (*m)->GetAttr(meta::Context::Root(), st.st_ino, &a);
+    if (!s.ok()) {
+      rc = Fail(fmt::format("{}: {}", path, s.ToString()));
+      continue;
+    }
+    std::printf("%s :\n  inode: %llu\n  mode: %o\n  nlink: %u\n  size: %llu\n", path.c_str(),
+                (unsigned long long)st.st_ino, a.mode, a.nlink, (unsigned long long)a.length);
+    if (!a.IsFile()) continue;
+    uint64_t chunks = (a.length + chunk::kChunkSize - 1) / chunk::kChunkSize;
+    std::printf("  chunks: %llu\n", (unsigned long long)chunks);
+    for (uint32_t idx = 0; idx < chunks; ++idx) {
+      std::vector<chunk::Slice> slices;
+      s = (*m)->Read(st.st_ino, idx, &slices);
+      if (!s.ok()) return Fail(s.ToString());
+      std::printf("  chunk %u: %zu slice(s)\n", idx, slices.size());
+      for (const auto& sl : slices) {
+        std::printf("    slice id %llu pos %u size %u off %u len %u\n", (unsigned long long)sl.id, sl.pos, sl.size,
+                    sl.off, sl.len);
+        if (sl.id == 0) continue;
+        for (uint32_t b = 0; b < chunk::BlockCount(sl.size, f->block_size); ++b)
+          std::printf("      object %s\n", chunk::BlockKey(sl.id, b, chunk::BlockLen(sl.size, f->block_size, b)).c_str());
+      }
+    }
+  }
+  return rc;
+}
+
+int Version() {
+  std::printf("tessera version %s\n", TESSERA_VERSION);
+  return 0;
+}
+
+}  // namespace tessera::cli

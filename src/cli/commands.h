@@ -1,0 +1,49 @@
+// The `tessera` commands. main.cc parses arguments (CLI11) into these option
+// structs; each command returns a process exit code and prints one clear
+// line on stderr for each failure.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tessera::cli {
+
+struct FormatOptions {
+  std::string meta_url;
+  std::string name;
+  std::string storage = "file";
+  std::string bucket;  // default: /var/lib/tessera/NAME (root) or ~/.tessera/local/NAME
+  uint32_t block_size_kib = 4096;
+  std::string compress = "none";
+  int trash_days = 0;
+  uint64_t capacity_gib = 0;
+  uint64_t inodes = 0;
+  bool force = false;
+};
+int Format(const FormatOptions& o);
+
+struct MountOptions {
+  std::string meta_url;
+  std::string mount_point;
+  bool background = false;
+  std::string log_file;  // background only; default /var/log/tessera.log or ~/.tessera/tessera.log
+  bool debug = false;
+  double attr_cache = 1.0;
+  double entry_cache = 1.0;
+  double dir_entry_cache = 1.0;
+  double negative_entry_cache = 0.0;
+  bool no_allow_other = false;
+  bool writeback_cache = false;
+  std::vector<std::string> fuse_options;  // -o a,b,c
+  uint64_t buffer_size_mib = 300;
+};
+int Mount(const MountOptions& o);
+
+int Umount(const std::string& mount_point, bool force);
+int ShowStatus(const std::string& meta_url);
+int Info(const std::vector<std::string>& paths);
+int Fsck(const std::string& meta_url);
+int Version();
+
+}  // namespace tessera::cli

@@ -1,0 +1,79 @@
+#include "cli/mount_state.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <sstream>
+
+#include <fmt/format.h>
+
+namespace tessera::cli {
+
+namespace {
+std::string StateDir() {
+  if (geteuid() == 0) return "/run/tessera";
+  return fmt::format("/tmp/tessera-{}", geteuid());
+}
+std::string StatePath(const std::string& mount_point) {
+  return fmt::format("{}/{:016x}.mount", StateDir(), std::hash<std::string>{}(mount_point));
+}
+}  // namespace
+
+Status WriteMountState(const MountState& s) {
+  std::string dir = StateDir();
+  if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return Status::Err(errno, "cannot create " + dir);
+  std::string path = StatePath(s.mount_point), tmp = path + ".tmp";
+  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  if (fd < 0) return Status::Err(errno, "cannot write " + tmp);
+  std::string body = fmt::format("{}\n{}\n{}\n", s.mount_point, s.pid, s.meta_url);
+  bool ok = write(fd, body.data(), body.size()) == ssize_t(body.size());
+  close(fd);
+  if (!ok || rename(tmp.c_str(), path.c_str()) != 0) return Status::Err(EIO, "cannot write " + path);
+  return Status::OK();
+}
+
+Result<MountState> ReadMountState(const std::string& mount_point) {
+  std::ifstream in(StatePath(mount_point));
+  if (!in) return Status::Err(ENOENT, "no Tessera client state for " + mount_point);
+  MountState s;
+  std::string pid;
+  std::getline(in, s.mount_point);
+  std::getline(in, pid);
+  std::getline(in, s.meta_url);
+  s.pid = std::atoi(pid.c_str());
+  if (s.mount_point != mount_point || s.meta_url.empty()) return Status::Err(ENOENT, "stale client state for " + mount_point);
+  return s;
+}
+
+void RemoveMountState(const std::string& mount_point) { unlink(StatePath(mount_point).c_str()); }
+
+bool IsMountPoint(const std::string& path) {
+  struct stat self, parent;
+  if (stat(path.c_str(), &self) != 0) return false;
+  if (stat((path + "/..").c_str(), &parent) != 0) return false;
+  return self.st_dev != parent.st_dev || self.st_ino == parent.st_ino;
+}
+
+Result<std::string> FindMountPoint(const std::string& path) {
+  char* real = realpath(path.c_str(), nullptr);
+  if (!real) return Status::Err(errno, path);
+  std::string cur = real;
+  free(real);
+  struct stat st;
+  if (stat(cur.c_str(), &st) != 0) return Status::Err(errno, path);
+  for (;;) {
+    if (cur == "/") return cur;
+    std::string parent = cur.substr(0, cur.rfind('/'));
+    if (parent.empty()) parent = "/";
+    struct stat pst;
+    if (stat(parent.c_str(), &pst) != 0) return Status::Err(errno, parent);
+    if (pst.st_dev != st.st_dev) return cur;
+    cur = parent;
+  }
+}
+
+}  // namespace tessera::cli

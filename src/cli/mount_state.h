@@ -1,0 +1,27 @@
+// Per-mount state file, written by the mount process and read by `umount`
+// (to wait for the client to exit) and `info` (to find the volume). Lives in
+// /run/tessera (root) or /tmp/tessera-UID, mode 0600: it holds the META-URL.
+#pragma once
+
+#include <string>
+
+#include "common/status.h"
+
+namespace tessera::cli {
+
+struct MountState {
+  std::string mount_point;  // absolute
+  int pid = 0;
+  std::string meta_url;
+};
+
+Status WriteMountState(const MountState& s);
+Result<MountState> ReadMountState(const std::string& mount_point);
+void RemoveMountState(const std::string& mount_point);
+
+// The mount point containing path (walks up until the device changes).
+Result<std::string> FindMountPoint(const std::string& path);
+// True when path is the root of a mount (its device differs from its parent's).
+bool IsMountPoint(const std::string& path);
+
+}  // namespace tessera::cli

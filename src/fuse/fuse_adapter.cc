@@ -1,0 +1,495 @@
+#define FUSE_USE_VERSION 314
+#include "fuse/fuse_adapter.h"
+
+#include <fuse3/fuse_lowlevel.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <memory>
+
+#include "common/log.h"
+
+namespace tessera::fuse {
+
+namespace {
+
+using meta::Attr;
+using meta::Context;
+using meta::Ino;
+
+struct State {
+  vfs::Vfs* vfs;
+  MountOptions opts;
+};
+
+State* S(fuse_req_t req) { return static_cast<State*>(fuse_req_userdata(req)); }
+vfs::Vfs* V(fuse_req_t req) { return S(req)->vfs; }
+vfs::Handle* H(const fuse_file_info* fi) { return reinterpret_cast<vfs::Handle*>(fi->fh); }
+
+Context Ctx(fuse_req_t req) {
+  const fuse_ctx* c = fuse_req_ctx(req);
+  Context ctx;
+  ctx.uid = c->uid;
+  ctx.gid = c->gid;
+  ctx.pid = uint32_t(c->pid);
+  if (ctx.uid != 0) {  // supplementary groups only matter for permission checks
+    gid_t groups[64];
+    int n = fuse_req_getgroups(req, 64, groups);
+    for (int i = 0; i < n && i < 64; ++i) ctx.gids.push_back(groups[i]);
+  }
+  return ctx;
+}
+
+void FillStat(Ino ino, const Attr& a, struct stat* st) {
+  std::memset(st, 0, sizeof(*st));
+  st->st_ino = ino;
+  st->st_mode = a.mode;
+  st->st_nlink = a.nlink;
+  st->st_uid = a.uid;
+  st->st_gid = a.gid;
+  st->st_rdev = a.rdev;
+  st->st_size = off_t(a.length);
+  st->st_blksize = 4096;
+  st->st_blocks = a.IsDir() ? 8 : blkcnt_t((a.length + 511) / 512);
+  st->st_atim = {a.atime.sec, long(a.atime.nsec)};
+  st->st_mtim = {a.mtime.sec, long(a.mtime.nsec)};
+  st->st_ctim = {a.ctime.sec, long(a.ctime.nsec)};
+}
+
+fuse_entry_param MakeEntry(fuse_req_t req, Ino ino, const Attr& a) {
+  const auto& cfg = V(req)->config();
+  fuse_entry_param e;
+  std::memset(&e, 0, sizeof(e));
+  e.ino = ino;
+  e.generation = 1;
+  e.attr_timeout = cfg.attr_timeout;
+  e.entry_timeout = a.IsDir() ? cfg.dir_entry_timeout : cfg.entry_timeout;
+  FillStat(ino, a, &e.attr);
+  return e;
+}
+
+// The one place a Status becomes an errno.
+void ReplyErr(fuse_req_t req, const Status& st) {
+  int code = st.ok() ? 0 : st.code();
+  if (code == EIO || code == ENOSPC || code == EROFS) LOG_WARN("request failed: {}", st.ToString());
+  fuse_reply_err(req, code);
+}
+
+void ReplyEntry(fuse_req_t req, const Status& st, Ino ino, const Attr& a) {
+  if (!st.ok()) return ReplyErr(req, st);
+  fuse_entry_param e = MakeEntry(req, ino, a);
+  fuse_reply_entry(req, &e);
+}
+
+void ReplyAttr(fuse_req_t req, const Status& st, Ino ino, const Attr& a) {
+  if (!st.ok()) return ReplyErr(req, st);
+  struct stat s;
+  FillStat(ino, a, &s);
+  fuse_reply_attr(req, &s, V(req)->config().attr_timeout);
+}
+
+// Open handles: keep_cache off so every open revalidates cached pages
+// (close-to-open consistency).
+void ReplyOpen(fuse_req_t req, fuse_file_info* fi, vfs::Handle* h) {
+  fi->fh = reinterpret_cast<uint64_t>(h);
+  fi->keep_cache = 0;
+  if (fuse_reply_open(req, fi) == -ENOENT) (void)V(req)->Release(Context::Root(), h);  // interrupted open
+}
+
+// ---------------------------------------------------------------- ops
+
+void OpInit(void* userdata, fuse_conn_info* conn) {
+  auto* s = static_cast<State*>(userdata);
+  if (conn->capable & FUSE_CAP_EXPORT_SUPPORT) conn->want |= FUSE_CAP_EXPORT_SUPPORT;
+  if (conn->capable & FUSE_CAP_POSIX_LOCKS) conn->want |= FUSE_CAP_POSIX_LOCKS;
+  if (conn->capable & FUSE_CAP_FLOCK_LOCKS) conn->want |= FUSE_CAP_FLOCK_LOCKS;
+  if (conn->capable & FUSE_CAP_READDIRPLUS) conn->want |= FUSE_CAP_READDIRPLUS | FUSE_CAP_READDIRPLUS_AUTO;
+  if (conn->capable & FUSE_CAP_PARALLEL_DIROPS) conn->want |= FUSE_CAP_PARALLEL_DIROPS;
+  conn->want &= ~unsigned(FUSE_CAP_ATOMIC_O_TRUNC);
+  if (s->opts.writeback_cache && (conn->capable & FUSE_CAP_WRITEBACK_CACHE)) conn->want |= FUSE_CAP_WRITEBACK_CACHE;
+  else conn->want &= ~unsigned(FUSE_CAP_WRITEBACK_CACHE);
+  conn->max_write = 1u << 20;
+  conn->max_readahead = 1u << 20;
+  LOG_INFO("FUSE init: proto {}.{}, max_write {}, writeback_cache {}", conn->proto_major, conn->proto_minor,
+           conn->max_write, (conn->want & FUSE_CAP_WRITEBACK_CACHE) ? "on" : "off");
+}
+
+void OpDestroy(void* userdata) { static_cast<State*>(userdata)->vfs->Stop(); }
+
+void OpLookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  Ino ino = 0;
+  Attr a;
+  Status st = V(req)->Lookup(Ctx(req), parent, name, &ino, &a);
+  if (st.code() == ENOENT && V(req)->config().negative_timeout > 0) {
+    fuse_entry_param e;
+    std::memset(&e, 0, sizeof(e));
+    e.entry_timeout = V(req)->config().negative_timeout;
+    fuse_reply_entry(req, &e);
+    return;
+  }
+  ReplyEntry(req, st, ino, a);
+}
+
+void OpForget(fuse_req_t req, fuse_ino_t, uint64_t) { fuse_reply_none(req); }  // inode numbers are persistent
+void OpForgetMulti(fuse_req_t req, size_t, fuse_forget_data*) { fuse_reply_none(req); }
+
+void OpGetattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
+  Attr a;
+  Status st = V(req)->GetAttr(Ctx(req), ino, &a);
+  ReplyAttr(req, st, ino, a);
+}
+
+void OpSetattr(fuse_req_t req, fuse_ino_t ino, struct stat* in, int to_set, fuse_file_info* fi) {
+  uint32_t mask = 0;
+  Attr a;
+  if (to_set & FUSE_SET_ATTR_MODE) mask |= meta::kSetMode, a.mode = in->st_mode;
+  if (to_set & FUSE_SET_ATTR_UID) mask |= meta::kSetUid, a.uid = in->st_uid;
+  if (to_set & FUSE_SET_ATTR_GID) mask |= meta::kSetGid, a.gid = in->st_gid;
+  if (to_set & FUSE_SET_ATTR_ATIME) mask |= meta::kSetAtime, a.atime = {in->st_atim.tv_sec, uint32_t(in->st_atim.tv_nsec)};
+  if (to_set & FUSE_SET_ATTR_MTIME) mask |= meta::kSetMtime, a.mtime = {in->st_mtim.tv_sec, uint32_t(in->st_mtim.tv_nsec)};
+  if (to_set & FUSE_SET_ATTR_ATIME_NOW) mask |= meta::kSetAtime | meta::kSetAtimeNow;
+  if (to_set & FUSE_SET_ATTR_MTIME_NOW) mask |= meta::kSetMtime | meta::kSetMtimeNow;
+  if (to_set & FUSE_SET_ATTR_CTIME) mask |= meta::kSetCtime, a.ctime = {in->st_ctim.tv_sec, uint32_t(in->st_ctim.tv_nsec)};
+  bool has_size = to_set & FUSE_SET_ATTR_SIZE;
+  Attr out;
+  Status st = V(req)->SetAttr(Ctx(req), ino, fi ? H(fi) : nullptr, mask, a, has_size, uint64_t(in->st_size), &out);
+  ReplyAttr(req, st, ino, out);
+}
+
+void OpReadlink(fuse_req_t req, fuse_ino_t ino) {
+  std::string target;
+  Status st = V(req)->ReadLink(Ctx(req), ino, &target);
+  if (!st.ok()) return ReplyErr(req, st);
+  fuse_reply_readlink(req, target.c_str());
+}
+
+void OpMknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, dev_t rdev) {
+  Ino ino = 0;
+  Attr a;
+  Status st = V(req)->Mknod(Ctx(req), parent, name, mode, 0, uint32_t(rdev), &ino, &a);
+  ReplyEntry(req, st, ino, a);
+}
+
+void OpMkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode) {
+  Ino ino = 0;
+  Attr a;
+  Status st = V(req)->Mkdir(Ctx(req), parent, name, mode, 0, &ino, &a);
+  ReplyEntry(req, st, ino, a);
+}
+
+void OpUnlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  ReplyErr(req, V(req)->Unlink(Ctx(req), parent, name));
+}
+
+void OpRmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  ReplyErr(req, V(req)->Rmdir(Ctx(req), parent, name));
+}
+
+void OpSymlink(fuse_req_t req, const char* target, fuse_ino_t parent, const char* name) {
+  Ino ino = 0;
+  Attr a;
+  Status st = V(req)->Symlink(Ctx(req), parent, name, target, &ino, &a);
+  ReplyEntry(req, st, ino, a);
+}
+
+void OpRename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t newparent, const char* newname,
+              unsigned int flags) {
+  ReplyErr(req, V(req)->Rename(Ctx(req), parent, name, newparent, newname, flags));
+}
+
+void OpLink(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char* newname) {
+  Attr a;
+  Status st = V(req)->Link(Ctx(req), ino, newparent, newname, &a);
+  ReplyEntry(req, st, ino, a);
+}
+
+void OpOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  vfs::Handle* h = nullptr;
+  Attr a;
+  Status st = V(req)->Open(Ctx(req), ino, fi->flags, &h, &a);
+  if (!st.ok()) return ReplyErr(req, st);
+  ReplyOpen(req, fi, h);
+}
+
+void OpCreate(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, fuse_file_info* fi) {
+  vfs::Handle* h = nullptr;
+  Ino ino = 0;
+  Attr a;
+  Status st = V(req)->Create(Ctx(req), parent, name, mode, 0, fi->flags, &h, &ino, &a);
+  if (!st.ok()) return ReplyErr(req, st);
+  fuse_entry_param e = MakeEntry(req, ino, a);
+  fi->fh = reinterpret_cast<uint64_t>(h);
+  fi->keep_cache = 0;
+  if (fuse_reply_create(req, &e, fi) == -ENOENT) (void)V(req)->Release(Context::Root(), h);
+}
+
+void OpRead(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info* fi) {
+  std::unique_ptr<char[]> buf(new char[size]);
+  auto n = V(req)->Read(Ctx(req), H(fi), uint64_t(off), size, buf.get());
+  if (!n.ok()) return ReplyErr(req, n.status());
+  fuse_reply_buf(req, buf.get(), *n);
+}
+
+void OpWrite(fuse_req_t req, fuse_ino_t, const char* data, size_t size, off_t off, fuse_file_info* fi) {
+  auto n = V(req)->Write(Ctx(req), H(fi), uint64_t(off), data, size);
+  if (!n.ok()) return ReplyErr(req, n.status());
+  fuse_reply_write(req, *n);
+}
+
+void OpFlush(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) { ReplyErr(req, V(req)->Flush(Ctx(req), H(fi))); }
+
+void OpRelease(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  Context ctx = Ctx(req);
+  if (fi->flock_release)
+    (void)V(req)->Flock(ctx, ino, fi->lock_owner, meta::kUnlock, false, nullptr);
+  ReplyErr(req, V(req)->Release(ctx, H(fi)));
+}
+
+void OpFsync(fuse_req_t req, fuse_ino_t, int, fuse_file_info* fi) { ReplyErr(req, V(req)->Fsync(Ctx(req), H(fi))); }
+
+void OpOpendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  vfs::Handle* h = nullptr;
+  Status st = V(req)->OpenDir(Ctx(req), ino, fi->flags, &h);
+  if (!st.ok()) return ReplyErr(req, st);
+  fi->fh = reinterpret_cast<uint64_t>(h);
+  if (fuse_reply_open(req, fi) == -ENOENT) (void)V(req)->ReleaseDir(h);
+}
+
+void DoReaddir(fuse_req_t req, size_t size, off_t off, fuse_file_info* fi, bool plus) {
+  const std::vector<meta::Entry>* entries = nullptr;
+  Status st = V(req)->ReadDir(Ctx(req), H(fi), uint64_t(off), plus, &entries);
+  if (!st.ok()) return ReplyErr(req, st);
+  std::unique_ptr<char[]> buf(new char[size]);
+  size_t used = 0;
+  for (size_t i = size_t(off); i < entries->size(); ++i) {
+    const meta::Entry& e = (*entries)[i];
+    size_t n;
+    if (plus) {
+      fuse_entry_param p = MakeEntry(req, e.ino, e.attr);
+      n = fuse_add_direntry_plus(req, buf.get() + used, size - used, e.name.c_str(), &p, off_t(i + 1));
+    } else {
+      struct stat s;
+      std::memset(&s, 0, sizeof(s));
+      s.st_ino = e.ino;
+      s.st_mode = e.attr.mode;
+      n = fuse_add_direntry(req, buf.get() + used, size - used, e.name.c_str(), &s, off_t(i + 1));
+    }
+    if (n > size - used) break;
+    used += n;
+  }
+  fuse_reply_buf(req, buf.get(), used);
+}
+
+void OpReaddir(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info* fi) {
+  DoReaddir(req, size, off, fi, false);
+}
+void OpReaddirplus(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info* fi) {
+  DoReaddir(req, size, off, fi, true);
+}
+
+void OpReleasedir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) { ReplyErr(req, V(req)->ReleaseDir(H(fi))); }
+void OpFsyncdir(fuse_req_t req, fuse_ino_t, int, fuse_file_info*) { fuse_reply_err(req, 0); }  // metadata commits are durable
+
+void OpStatfs(fuse_req_t req, fuse_ino_t ino) {
+  meta::StatFs fs;
+  Status st = V(req)->StatFS(Ctx(req), &fs);
+  if (!st.ok()) return ReplyErr(req, st);
+  struct statvfs s;
+  std::memset(&s, 0, sizeof(s));
+  s.f_bsize = 4096;
+  s.f_frsize = 4096;
+  s.f_blocks = fs.total_space / 4096;
+  s.f_bfree = fs.avail_space / 4096;
+  s.f_bavail = s.f_bfree;
+  s.f_files = fs.used_inodes + fs.avail_inodes;
+  s.f_ffree = fs.avail_inodes;
+  s.f_favail = fs.avail_inodes;
+  s.f_namemax = meta::kMaxName;
+  fuse_reply_statfs(req, &s);
+}
+
+void OpSetxattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value, size_t size, int flags) {
+  ReplyErr(req, V(req)->SetXattr(Ctx(req), ino, name, std::string(value, size), flags));
+}
+
+void OpGetxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
+  std::string value;
+  Status st = V(req)->GetXattr(Ctx(req), ino, name, &value);
+  if (!st.ok()) return ReplyErr(req, st);
+  if (size == 0) return (void)fuse_reply_xattr(req, value.size());
+  if (value.size() > size) return (void)fuse_reply_err(req, ERANGE);
+  fuse_reply_buf(req, value.data(), value.size());
+}
+
+void OpListxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
+  std::vector<std::string> names;
+  Status st = V(req)->ListXattr(Ctx(req), ino, &names);
+  if (!st.ok()) return ReplyErr(req, st);
+  std::string buf;
+  for (const auto& n : names) buf.append(n).push_back('\0');
+  if (size == 0) return (void)fuse_reply_xattr(req, buf.size());
+  if (buf.size() > size) return (void)fuse_reply_err(req, ERANGE);
+  fuse_reply_buf(req, buf.data(), buf.size());
+}
+
+void OpRemovexattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
+  ReplyErr(req, V(req)->RemoveXattr(Ctx(req), ino, name));
+}
+
+void OpAccess(fuse_req_t req, fuse_ino_t ino, int mask) { ReplyErr(req, V(req)->Access(Ctx(req), ino, mask)); }
+
+meta::PosixLock ToLock(const struct flock* l) {
+  meta::PosixLock lk;
+  lk.type = l->l_type == F_RDLCK ? meta::kReadLock : l->l_type == F_WRLCK ? meta::kWriteLock : meta::kUnlock;
+  lk.start = uint64_t(l->l_start);
+  lk.end = l->l_len == 0 ? UINT64_MAX : uint64_t(l->l_start + l->l_len - 1);
+  lk.pid = uint32_t(l->l_pid);
+  return lk;
+}
+
+void OpGetlk(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, struct flock* lock) {
+  meta::PosixLock lk = ToLock(lock);
+  Status st = V(req)->GetLk(Ctx(req), ino, fi->lock_owner, &lk);
+  if (!st.ok()) return ReplyErr(req, st);
+  if (lk.type == meta::kUnlock) {
+    lock->l_type = F_UNLCK;
+  } else {
+    lock->l_type = lk.type == meta::kReadLock ? F_RDLCK : F_WRLCK;
+    lock->l_start = off_t(lk.start);
+    lock->l_len = lk.end == UINT64_MAX ? 0 : off_t(lk.end - lk.start + 1);
+    lock->l_pid = pid_t(lk.pid);
+  }
+  fuse_reply_lock(req, lock);
+}
+
+void OpSetlk(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, struct flock* lock, int sleep) {
+  Status st = V(req)->SetLk(Ctx(req), ino, fi->lock_owner, ToLock(lock), sleep != 0,
+                            [req] { return fuse_req_interrupted(req) != 0; });
+  ReplyErr(req, st);
+}
+
+void OpFlock(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, int op) {
+  meta::LockType type = (op & LOCK_EX) ? meta::kWriteLock : (op & LOCK_SH) ? meta::kReadLock : meta::kUnlock;
+  Status st = V(req)->Flock(Ctx(req), ino, fi->lock_owner, type, !(op & LOCK_NB),
+                            [req] { return fuse_req_interrupted(req) != 0; });
+  ReplyErr(req, st);
+}
+
+void OpFallocate(fuse_req_t req, fuse_ino_t, int mode, off_t offset, off_t length, fuse_file_info* fi) {
+  if (offset < 0 || length <= 0) return (void)fuse_reply_err(req, EINVAL);
+  ReplyErr(req, V(req)->Fallocate(Ctx(req), H(fi), mode, uint64_t(offset), uint64_t(length)));
+}
+
+void OpCopyFileRange(fuse_req_t req, fuse_ino_t, off_t off_in, fuse_file_info* fi_in, fuse_ino_t, off_t off_out,
+                     fuse_file_info* fi_out, size_t len, int flags) {
+  if (flags != 0) return (void)fuse_reply_err(req, EINVAL);
+  auto n = V(req)->CopyFileRange(Ctx(req), H(fi_in), uint64_t(off_in), H(fi_out), uint64_t(off_out), len);
+  if (!n.ok()) return ReplyErr(req, n.status());
+  fuse_reply_write(req, *n);
+}
+
+void OpLseek(fuse_req_t req, fuse_ino_t, off_t off, int whence, fuse_file_info* fi) {
+  if (whence != SEEK_DATA && whence != SEEK_HOLE) return (void)fuse_reply_err(req, EINVAL);
+  if (off < 0) return (void)fuse_reply_err(req, ENXIO);
+  auto r = V(req)->Lseek(Ctx(req), H(fi), uint64_t(off), whence);
+  if (!r.ok()) return ReplyErr(req, r.status());
+  fuse_reply_lseek(req, off_t(*r));
+}
+
+fuse_lowlevel_ops MakeOps() {
+  fuse_lowlevel_ops ops;
+  std::memset(&ops, 0, sizeof(ops));
+  ops.init = OpInit;
+  ops.destroy = OpDestroy;
+  ops.lookup = OpLookup;
+  ops.forget = OpForget;
+  ops.forget_multi = OpForgetMulti;
+  ops.getattr = OpGetattr;
+  ops.setattr = OpSetattr;
+  ops.readlink = OpReadlink;
+  ops.mknod = OpMknod;
+  ops.mkdir = OpMkdir;
+  ops.unlink = OpUnlink;
+  ops.rmdir = OpRmdir;
+  ops.symlink = OpSymlink;
+  ops.rename = OpRename;
+  ops.link = OpLink;
+  ops.open = OpOpen;
+  ops.create = OpCreate;
+  ops.read = OpRead;
+  ops.write = OpWrite;
+  ops.flush = OpFlush;
+  ops.release = OpRelease;
+  ops.fsync = OpFsync;
+  ops.opendir = OpOpendir;
+  ops.readdir = OpReaddir;
+  ops.readdirplus = OpReaddirplus;
+  ops.releasedir = OpReleasedir;
+  ops.fsyncdir = OpFsyncdir;
+  ops.statfs = OpStatfs;
+  ops.setxattr = OpSetxattr;
+  ops.getxattr = OpGetxattr;
+  ops.listxattr = OpListxattr;
+  ops.removexattr = OpRemovexattr;
+  ops.access = OpAccess;
+  ops.getlk = OpGetlk;
+  ops.setlk = OpSetlk;
+  ops.flock = OpFlock;
+  ops.fallocate = OpFallocate;
+  ops.copy_file_range = OpCopyFileRange;
+  ops.lseek = OpLseek;
+  return ops;
+}
+
+}  // namespace
+
+Status Serve(vfs::Vfs* vfs, const MountOptions& opts, const std::function<void(const Status&)>& on_mounted) {
+  State state{vfs, opts};
+  std::vector<std::string> argv_s = {"tessera"};
+  std::string o = "fsname=" + opts.fs_name + ",subtype=tessera";
+  if (opts.allow_other) o += ",allow_other";
+  for (const auto& e : opts.extra) o += "," + e;
+  argv_s.push_back("-o");
+  argv_s.push_back(o);
+  if (opts.debug) argv_s.push_back("-d");
+  std::vector<char*> argv;
+  for (auto& s : argv_s) argv.push_back(s.data());
+  fuse_args args = FUSE_ARGS_INIT(int(argv.size()), argv.data());
+
+  fuse_lowlevel_ops ops = MakeOps();
+  fuse_session* se = fuse_session_new(&args, &ops, sizeof(ops), &state);
+  if (!se) {
+    Status st = Status::Err(EINVAL, "cannot create FUSE session (bad mount options?)");
+    on_mounted(st);
+    return st;
+  }
+  if (fuse_set_signal_handlers(se) != 0) {
+    fuse_session_destroy(se);
+    Status st = Status::Err(EIO, "cannot install signal handlers");
+    on_mounted(st);
+    return st;
+  }
+  if (fuse_session_mount(se, opts.mount_point.c_str()) != 0) {
+    fuse_remove_signal_handlers(se);
+    fuse_session_destroy(se);
+    Status st = Status::Err(EIO, "cannot mount at " + opts.mount_point + " (is /dev/fuse available?)");
+    on_mounted(st);
+    return st;
+  }
+  on_mounted(Status::OK());
+  fuse_loop_config* cfg = fuse_loop_cfg_create();
+  fuse_loop_cfg_set_clone_fd(cfg, 1);
+  fuse_loop_cfg_set_max_threads(cfg, unsigned(opts.max_threads));
+  fuse_loop_cfg_set_idle_threads(cfg, 8);
+  int rc = fuse_session_loop_mt(se, cfg);
+  fuse_loop_cfg_destroy(cfg);
+  fuse_session_unmount(se);
+  fuse_remove_signal_handlers(se);
+  fuse_session_destroy(se);
+  return rc == 0 ? Status::OK() : Status::Err(EIO, "FUSE session ended with an error");
+}
+
+}  // namespace tessera::fuse

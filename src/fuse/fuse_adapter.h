@@ -1,0 +1,29 @@
+// The FUSE low-level adapter: a thin shim from kernel requests to vfs::Vfs.
+// One short function per operation; Status is turned into errno here and
+// nowhere else. No business logic lives in this layer.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "vfs/vfs.h"
+
+namespace tessera::fuse {
+
+struct MountOptions {
+  std::string mount_point;
+  std::string fs_name = "tessera";   // shown in /proc/mounts
+  bool allow_other = true;           // other users may use the mount (needs root or user_allow_other)
+  bool debug = false;                // libfuse request tracing
+  int max_threads = 32;
+  bool writeback_cache = false;      // kernel writeback cache: see docs/consistency.md
+  std::vector<std::string> extra;    // raw -o options passed to the kernel/libfuse
+};
+
+// Mounts and serves until unmounted or signalled. `on_mounted` runs once the
+// kernel mount exists (with OK) or failed (with the error), before serving.
+Status Serve(vfs::Vfs* vfs, const MountOptions& opts, const std::function<void(const Status&)>& on_mounted);
+
+}  // namespace tessera::fuse

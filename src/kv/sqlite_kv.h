@@ -1,0 +1,43 @@
+// SQLite kv::Engine: the embedded default metadata engine.
+//
+// Schema: one table `kv (k BLOB PRIMARY KEY, v BLOB NOT NULL) WITHOUT ROWID`;
+// blobs compare bytewise, which is the kv::Engine key order.
+//
+// Durability: WAL journal with synchronous=NORMAL. A committed transaction
+// survives a crash of the process (it is in the WAL, in the OS page cache);
+// after an OS crash or power loss the last few committed transactions may be
+// lost, but the database is never corrupt. fsync happens at WAL checkpoints.
+//
+// Concurrency: any number of threads, and any number of processes on the same
+// host (WAL needs shared memory, so not on a network file system). Read-only
+// transactions run in parallel on a pool of connections, each seeing a
+// snapshot; write transactions take SQLite's single write lock at BEGIN
+// (BEGIN IMMEDIATE), so they are serializable and never need a retry for a
+// conflict, only when the lock is busy.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "kv/kv.h"
+
+namespace tessera::kv {
+
+struct SqliteOptions {
+  // Connections kept open; bounds how many transactions of this process run
+  // at once (read-only ones in parallel, write ones one at a time).
+  int max_connections = 8;
+  // How long SQLite waits for a lock held by another process before a
+  // statement fails with SQLITE_BUSY.
+  int busy_timeout_ms = 5000;
+  // Times a whole transaction is tried while it keeps failing with
+  // SQLITE_BUSY/SQLITE_LOCKED; then Run returns EBUSY (transient).
+  int max_attempts = 10;
+};
+
+// Opens the database file at path (absolute, or relative to the working
+// directory), creating it and the table if missing; the parent directory must
+// exist. ENOENT/EACCES (with the path) when it cannot be opened.
+Result<std::unique_ptr<Engine>> OpenSqlite(const std::string& path, const SqliteOptions& options = {});
+
+}  // namespace tessera::kv

@@ -1,0 +1,191 @@
+#include "meta/encoding.h"
+
+#include <sys/stat.h>
+
+#include <cstring>
+
+#include <nlohmann/json.hpp>
+
+namespace tessera::meta {
+
+namespace keys {
+namespace {
+std::string InodeKey(Ino ino, char kind) {
+  std::string k = "A";
+  kv::AppendU64BE(&k, ino);
+  k.push_back(kind);
+  return k;
+}
+std::string SidKey(const char* prefix, uint64_t sid) {
+  std::string k = prefix;
+  kv::AppendU64BE(&k, sid);
+  return k;
+}
+}  // namespace
+
+std::string CounterKey(std::string_view name) { return "C" + std::string(name); }
+std::string AttrKey(Ino ino) { return InodeKey(ino, 'I'); }
+std::string EntryPrefix(Ino parent) { return InodeKey(parent, 'D'); }
+std::string EntryKey(Ino parent, std::string_view name) { return EntryPrefix(parent).append(name); }
+std::string ChunkPrefix(Ino ino) { return InodeKey(ino, 'C'); }
+std::string ChunkKey(Ino ino, uint32_t index) {
+  std::string k = ChunkPrefix(ino);
+  kv::AppendU32BE(&k, index);
+  return k;
+}
+std::string SymlinkKey(Ino ino) { return InodeKey(ino, 'S'); }
+std::string XattrPrefix(Ino ino) { return InodeKey(ino, 'X'); }
+std::string XattrKey(Ino ino, std::string_view name) { return XattrPrefix(ino).append(name); }
+std::string FlockKey(Ino ino) { return InodeKey(ino, 'F'); }
+std::string PlockKey(Ino ino) { return InodeKey(ino, 'P'); }
+std::string DeletedPrefix() { return "D"; }
+std::string DeletedKey(Ino ino) { return SidKey("D", ino); }
+std::string SliceGcPrefix() { return "G"; }
+std::string SliceGcKey(uint64_t id, uint32_t size) {
+  std::string k = SidKey("G", id);
+  kv::AppendU32BE(&k, size);
+  return k;
+}
+std::string SessionPrefix() { return "SE"; }
+std::string SessionKey(uint64_t sid) { return SidKey("SE", sid); }
+std::string HeartbeatKey(uint64_t sid) { return SidKey("SH", sid); }
+std::string SustainedPrefix(uint64_t sid) { return SidKey("SS", sid); }
+std::string SustainedKey(uint64_t sid, Ino ino) {
+  std::string k = SustainedPrefix(sid);
+  kv::AppendU64BE(&k, ino);
+  return k;
+}
+std::string SessionLockPrefix(uint64_t sid) { return SidKey("SL", sid); }
+std::string SessionLockKey(uint64_t sid, Ino ino) {
+  std::string k = SessionLockPrefix(sid);
+  kv::AppendU64BE(&k, ino);
+  return k;
+}
+}  // namespace keys
+
+namespace {
+constexpr uint8_t kAttrVersion = 1;
+
+template <typename T>
+void Put(std::string* s, T v) {
+  char buf[sizeof(T)];
+  std::memcpy(buf, &v, sizeof(T));  // little-endian hosts only (x86-64, arm64)
+  s->append(buf, sizeof(T));
+}
+template <typename T>
+T Take(std::string_view* v) {
+  T out;
+  std::memcpy(&out, v->data(), sizeof(T));
+  v->remove_prefix(sizeof(T));
+  return out;
+}
+constexpr size_t kAttrSize = 1 + 4 * 5 + 8 + 8 + 3 * (8 + 4);
+}  // namespace
+
+std::string EncodeAttr(const Attr& a) {
+  std::string s;
+  s.reserve(kAttrSize);
+  s.push_back(char(kAttrVersion));
+  Put(&s, a.mode);
+  Put(&s, a.uid);
+  Put(&s, a.gid);
+  Put(&s, a.nlink);
+  Put(&s, a.rdev);
+  Put(&s, a.length);
+  Put(&s, a.parent);
+  for (const Timespec* t : {&a.atime, &a.mtime, &a.ctime}) {
+    Put(&s, t->sec);
+    Put(&s, t->nsec);
+  }
+  return s;
+}
+
+Status DecodeAttr(std::string_view v, Attr* a) {
+  if (v.size() < kAttrSize || uint8_t(v[0]) != kAttrVersion) return Status::Err(EIO, "bad inode attribute record");
+  v.remove_prefix(1);
+  a->mode = Take<uint32_t>(&v);
+  a->uid = Take<uint32_t>(&v);
+  a->gid = Take<uint32_t>(&v);
+  a->nlink = Take<uint32_t>(&v);
+  a->rdev = Take<uint32_t>(&v);
+  a->length = Take<uint64_t>(&v);
+  a->parent = Take<uint64_t>(&v);
+  for (Timespec* t : {&a->atime, &a->mtime, &a->ctime}) {
+    t->sec = Take<int64_t>(&v);
+    t->nsec = Take<uint32_t>(&v);
+  }
+  return Status::OK();
+}
+
+std::string EncodeEntry(Ino ino, uint32_t type) {
+  std::string s(1, char((type & S_IFMT) >> 12));
+  kv::AppendU64BE(&s, ino);
+  return s;
+}
+
+Status DecodeEntry(std::string_view v, Ino* ino, uint32_t* type) {
+  if (v.size() != 9) return Status::Err(EIO, "bad directory entry record");
+  *type = uint32_t(uint8_t(v[0])) << 12;
+  *ino = kv::ReadU64BE(v.substr(1));
+  return Status::OK();
+}
+
+std::string EncodeI64(int64_t v) {
+  std::string s;
+  Put(&s, v);
+  return s;
+}
+
+int64_t DecodeI64(std::string_view v) {
+  if (v.size() < 8) return 0;
+  return Take<int64_t>(&v);
+}
+
+std::string EncodeSession(const SessionInfo& s) {
+  nlohmann::json j = {{"Sid", s.sid},   {"Host", s.host},       {"MountPoint", s.mount_point},
+                      {"Pid", s.pid},   {"Version", s.version}, {"Started", s.heartbeat}};
+  return j.dump();
+}
+
+Status DecodeSession(std::string_view v, SessionInfo* s) {
+  auto j = nlohmann::json::parse(v, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return Status::Err(EIO, "bad session record");
+  s->sid = j.value("Sid", uint64_t{0});
+  s->host = j.value("Host", "");
+  s->mount_point = j.value("MountPoint", "");
+  s->pid = j.value("Pid", 0u);
+  s->version = j.value("Version", "");
+  s->heartbeat = j.value("Started", int64_t{0});
+  return Status::OK();
+}
+
+std::string EncodeLocks(const std::vector<LockRecord>& locks) {
+  std::string s;
+  for (const auto& l : locks) {
+    Put(&s, l.sid);
+    Put(&s, l.owner);
+    Put(&s, l.type);
+    Put(&s, l.start);
+    Put(&s, l.end);
+    Put(&s, l.pid);
+  }
+  return s;
+}
+
+std::vector<LockRecord> DecodeLocks(std::string_view v) {
+  constexpr size_t kSize = 8 + 8 + 4 + 8 + 8 + 4;
+  std::vector<LockRecord> out;
+  while (v.size() >= kSize) {
+    LockRecord l;
+    l.sid = Take<uint64_t>(&v);
+    l.owner = Take<uint64_t>(&v);
+    l.type = Take<uint32_t>(&v);
+    l.start = Take<uint64_t>(&v);
+    l.end = Take<uint64_t>(&v);
+    l.pid = Take<uint32_t>(&v);
+    out.push_back(l);
+  }
+  return out;
+}
+
+}  // namespace tessera::meta

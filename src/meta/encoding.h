@@ -1,0 +1,70 @@
+// Binary encodings of KvMeta's keys and values (docs/format.md).
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kv/kv.h"
+#include "meta/meta.h"
+
+namespace tessera::meta {
+
+namespace keys {
+inline constexpr const char* kSettingKey = "setting";
+inline constexpr const char* kNextInode = "nextInode";
+inline constexpr const char* kNextSlice = "nextSlice";
+inline constexpr const char* kNextSession = "nextSession";
+inline constexpr const char* kUsedSpace = "usedSpace";
+inline constexpr const char* kTotalInodes = "totalInodes";
+
+std::string CounterKey(std::string_view name);
+std::string AttrKey(Ino ino);
+std::string EntryPrefix(Ino parent);
+std::string EntryKey(Ino parent, std::string_view name);
+std::string ChunkPrefix(Ino ino);
+std::string ChunkKey(Ino ino, uint32_t index);
+std::string SymlinkKey(Ino ino);
+std::string XattrPrefix(Ino ino);
+std::string XattrKey(Ino ino, std::string_view name);
+std::string FlockKey(Ino ino);
+std::string PlockKey(Ino ino);
+std::string DeletedPrefix();
+std::string DeletedKey(Ino ino);
+std::string SliceGcPrefix();
+std::string SliceGcKey(uint64_t id, uint32_t size);
+std::string SessionPrefix();
+std::string SessionKey(uint64_t sid);
+std::string HeartbeatKey(uint64_t sid);
+std::string SustainedPrefix(uint64_t sid);
+std::string SustainedKey(uint64_t sid, Ino ino);
+std::string SessionLockPrefix(uint64_t sid);
+std::string SessionLockKey(uint64_t sid, Ino ino);
+}  // namespace keys
+
+// Attributes: version byte 1, then fixed little-endian fields.
+std::string EncodeAttr(const Attr& a);
+Status DecodeAttr(std::string_view v, Attr* a);
+// Directory entry value: type (S_IFMT >> 12) byte + ino (8 bytes BE).
+std::string EncodeEntry(Ino ino, uint32_t type);
+Status DecodeEntry(std::string_view v, Ino* ino, uint32_t* type);
+
+std::string EncodeI64(int64_t v);
+int64_t DecodeI64(std::string_view v);
+
+std::string EncodeSession(const SessionInfo& s);
+Status DecodeSession(std::string_view v, SessionInfo* s);
+
+// A lock held by (sid, owner): flock uses the whole range.
+struct LockRecord {
+  uint64_t sid = 0;
+  uint64_t owner = 0;
+  uint32_t type = 0;
+  uint64_t start = 0;
+  uint64_t end = 0;
+  uint32_t pid = 0;
+};
+std::string EncodeLocks(const std::vector<LockRecord>& locks);
+std::vector<LockRecord> DecodeLocks(std::string_view v);
+
+}  // namespace tessera::meta

@@ -1,0 +1,1211 @@
+#include "meta/kv_meta.h"
+
+#include <fcntl.h>
+#include <linux/falloc.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "meta/encoding.h"
+
+namespace tessera::meta {
+
+using chunk::kChunkSize;
+using chunk::Slice;
+using namespace keys;  // NOLINT
+
+namespace {
+
+constexpr uint64_t kInodeBatch = 64;
+constexpr uint64_t kSliceBatch = 256;
+constexpr uint64_t kDefaultCapacity = 1ull << 50;  // reported when no capacity is set
+constexpr uint64_t kDefaultInodes = 10ull << 20;
+
+uint64_t Align4K(uint64_t n) { return (n + 4095) & ~uint64_t(4095); }
+
+Status ValidName(const std::string& name) {
+  if (name.empty()) return Status::Err(ENOENT);
+  if (name.size() > kMaxName) return Status::Err(ENAMETOOLONG);
+  if (name.find('/') != std::string::npos || name.find('\0') != std::string::npos) return Status::Err(EINVAL);
+  return Status::OK();
+}
+
+Status GetAttrTx(kv::Txn& tx, Ino ino, Attr* attr) {
+  auto v = tx.Get(AttrKey(ino));
+  if (!v.ok()) return v.status();
+  return DecodeAttr(*v, attr);
+}
+
+Status PutAttrTx(kv::Txn& tx, Ino ino, const Attr& attr) { return tx.Put(AttrKey(ino), EncodeAttr(attr)); }
+
+// ENOENT when the entry does not exist.
+Status GetEntryTx(kv::Txn& tx, Ino parent, const std::string& name, Ino* ino, uint32_t* type) {
+  auto v = tx.Get(EntryKey(parent, name));
+  if (!v.ok()) return v.status();
+  return DecodeEntry(*v, ino, type);
+}
+
+// Loads a directory's attributes and checks the caller may modify it (w+x).
+Status WritableDirTx(kv::Txn& tx, const Context& ctx, Ino parent, Attr* pattr) {
+  RETURN_IF_ERROR(GetAttrTx(tx, parent, pattr));
+  if (!pattr->IsDir()) return Status::Err(ENOTDIR);
+  RETURN_IF_ERROR(CheckPermission(ctx, *pattr, W_OK | X_OK));
+  if (pattr->nlink == 0) return Status::Err(ENOENT);  // removed directory
+  return Status::OK();
+}
+
+// Sticky directories: only the owner of the entry or of the directory (or
+// root) may remove or rename the entry.
+Status StickyCheck(const Context& ctx, const Attr& dir, const Attr& child) {
+  if ((dir.mode & S_ISVTX) && !ctx.IsRoot() && ctx.uid != dir.uid && ctx.uid != child.uid)
+    return Status::Err(EPERM);
+  return Status::OK();
+}
+
+Status DirEmptyTx(kv::Txn& tx, Ino ino, bool* empty) {
+  std::string prefix = EntryPrefix(ino);
+  *empty = true;
+  return tx.Scan(prefix, kv::PrefixEnd(prefix), 1, [&](std::string_view, std::string_view) {
+    *empty = false;
+    return false;
+  });
+}
+
+Status IncrTx(kv::Txn& tx, const char* name, int64_t delta) {
+  if (delta == 0) return Status::OK();
+  auto r = tx.Incr(CounterKey(name), delta);
+  return r.ok() ? Status::OK() : r.status();
+}
+
+Status DeletePrefixTx(kv::Txn& tx, const std::string& prefix) {
+  std::vector<std::string> doomed;
+  RETURN_IF_ERROR(tx.Scan(prefix, kv::PrefixEnd(prefix), 0, [&](std::string_view k, std::string_view) {
+    doomed.emplace_back(k);
+    return true;
+  }));
+  for (auto& k : doomed) RETURN_IF_ERROR(tx.Delete(k));
+  return Status::OK();
+}
+
+// Queues every real slice of a chunk list for object deletion.
+Status QueueSlicesTx(kv::Txn& tx, std::string_view chunk_value) {
+  for (const Slice& s : chunk::DecodeSlices(chunk_value))
+    if (s.id != 0) RETURN_IF_ERROR(tx.Put(SliceGcKey(s.id, s.size), ""));
+  return Status::OK();
+}
+
+bool ProcessAlive(uint32_t pid) { return pid != 0 && (kill(pid_t(pid), 0) == 0 || errno != ESRCH); }
+
+std::string HostName() {
+  char buf[256] = {0};
+  gethostname(buf, sizeof(buf) - 1);
+  return buf;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- basics
+
+KvMeta::KvMeta(std::unique_ptr<kv::Engine> engine) : engine_(std::move(engine)) {}
+KvMeta::~KvMeta() = default;
+
+Result<uint64_t> KvMeta::AllocId(const char* counter, IdPool* pool, uint64_t batch) {
+  std::lock_guard<std::mutex> g(id_mu_);
+  if (pool->next >= pool->end) {
+    int64_t end = 0;
+    RETURN_IF_ERROR(engine_->Run([&](kv::Txn& tx) {
+      auto r = tx.Incr(CounterKey(counter), int64_t(batch));
+      if (!r.ok()) return r.status();
+      end = *r;
+      return Status::OK();
+    }));
+    // Counters hold the last id handed out; ids start after the initial value.
+    pool->next = uint64_t(end) - batch + 1;
+    pool->end = uint64_t(end) + 1;
+  }
+  return pool->next++;
+}
+
+Result<uint64_t> KvMeta::NewSliceId() { return AllocId(kNextSlice, &slice_pool_, kSliceBatch); }
+
+bool KvMeta::IsOpenLocally(Ino ino) {
+  std::lock_guard<std::mutex> g(open_mu_);
+  auto it = open_count_.find(ino);
+  return it != open_count_.end() && it->second > 0;
+}
+
+Status KvMeta::Init(const Format& format, bool force) {
+  Timespec now = Now();
+  RETURN_IF_ERROR(engine_->Run([&](kv::Txn& tx) {
+    auto existing = tx.Get(kSettingKey);
+    Format f = format;
+    if (existing.ok()) {
+      if (!force) return Status::Err(EEXIST, "a volume is already formatted here (use --force to overwrite its settings)");
+      auto old = Format::FromJson(*existing);
+      if (old.ok()) f.uuid = old->uuid;  // reformatting keeps the volume's identity
+    } else if (!existing.status().not_found()) {
+      return existing.status();
+    }
+    RETURN_IF_ERROR(tx.Put(kSettingKey, f.ToJson()));
+    Attr root;
+    if (GetAttrTx(tx, kRootIno, &root).ok()) return Status::OK();  // keep the existing tree
+    root.mode = S_IFDIR | 0777;
+    root.nlink = 2;
+    root.parent = kRootIno;
+    root.atime = root.mtime = root.ctime = now;
+    RETURN_IF_ERROR(PutAttrTx(tx, kRootIno, root));
+    RETURN_IF_ERROR(tx.Put(CounterKey(kNextInode), EncodeI64(int64_t(kRootIno))));
+    RETURN_IF_ERROR(tx.Put(CounterKey(kTotalInodes), EncodeI64(1)));
+    return Status::OK();
+  }));
+  auto loaded = Load();
+  return loaded.ok() ? Status::OK() : loaded.status();
+}
+
+Result<Format> KvMeta::Load() {
+  std::string json;
+  RETURN_IF_ERROR(engine_->Run(
+      [&](kv::Txn& tx) {
+        auto v = tx.Get(kSettingKey);
+        if (!v.ok()) return v.status().not_found() ? Status::Err(ENOENT, "no volume formatted at this META-URL") : v.status();
+        json = std::move(*v);
+        return Status::OK();
+      },
+      true));
+  ASSIGN_OR_RETURN(format_, Format::FromJson(json));
+  return format_;
+}
+
+Status KvMeta::StatFS(const Context& ctx, StatFs* out) {
+  int64_t used = 0, inodes = 0;
+  RETURN_IF_ERROR(engine_->Run(
+      [&](kv::Txn& tx) {
+        auto u = tx.Get(CounterKey(kUsedSpace));
+        used = u.ok() ? DecodeI64(*u) : 0;
+        auto i = tx.Get(CounterKey(kTotalInodes));
+        inodes = i.ok() ? DecodeI64(*i) : 0;
+        return Status::OK();
+      },
+      true));
+  used = std::max<int64_t>(used, 0);
+  inodes = std::max<int64_t>(inodes, 0);
+  uint64_t cap = format_.capacity ? format_.capacity : kDefaultCapacity;
+  out->total_space = std::max<uint64_t>(cap, uint64_t(used));
+  out->avail_space = out->total_space - uint64_t(used);
+  uint64_t ilimit = format_.inodes ? format_.inodes : std::max<uint64_t>(kDefaultInodes, uint64_t(inodes) * 2);
+  out->used_inodes = uint64_t(inodes);
+  out->avail_inodes = ilimit > uint64_t(inodes) ? ilimit - uint64_t(inodes) : 0;
+  return Status::OK();
+}
+
+// ---------------------------------------------------------------- sessions
+
+Status KvMeta::NewSession(const SessionInfo& in) {
+  SessionInfo info = in;
+  if (info.host.empty()) info.host = HostName();
+  if (info.pid == 0) info.pid = uint32_t(getpid());
+  return engine_->Run([&](kv::Txn& tx) {
+    auto r = tx.Incr(CounterKey(kNextSession), 1);
+    if (!r.ok()) return r.status();
+    sid_ = uint64_t(*r);
+    info.sid = sid_;
+    info.heartbeat = Now().sec;
+    RETURN_IF_ERROR(tx.Put(SessionKey(sid_), EncodeSession(info)));
+    return tx.Put(HeartbeatKey(sid_), EncodeI64(info.heartbeat));
+  });
+}
+
+Status KvMeta::Heartbeat() {
+  if (sid_ == 0) return Status::OK();
+  return engine_->Run([&](kv::Txn& tx) { return tx.Put(HeartbeatKey(sid_), EncodeI64(Now().sec)); });
+}
+
+Status KvMeta::CloseSession() {
+  if (sid_ == 0) return Status::OK();
+  {
+    std::lock_guard<std::mutex> g(open_mu_);
+    open_count_.clear();
+  }
+  Status st = engine_->Run([&](kv::Txn& tx) { return CleanSessionTx(tx, sid_); });
+  if (st.ok()) sid_ = 0;
+  return st;
+}
+
+Status KvMeta::CleanSessionTx(kv::Txn& tx, uint64_t sid) {
+  // Open-but-unlinked inodes of that session.
+  std::vector<Ino> sustained;
+  std::string prefix = SustainedPrefix(sid);
+  RETURN_IF_ERROR(tx.Scan(prefix, kv::PrefixEnd(prefix), 0, [&](std::string_view k, std::string_view) {
+    sustained.push_back(kv::ReadU64BE(k.substr(prefix.size())));
+    return true;
+  }));
+  for (Ino ino : sustained) {
+    Attr attr;
+    Status st = GetAttrTx(tx, ino, &attr);
+    if (st.ok() && attr.nlink == 0) RETURN_IF_ERROR(DeleteInodeTx(tx, ino, attr));
+    else if (!st.ok() && !st.not_found()) return st;
+    RETURN_IF_ERROR(tx.Delete(SustainedKey(sid, ino)));
+  }
+  // Locks held by that session.
+  std::vector<Ino> locked;
+  prefix = SessionLockPrefix(sid);
+  RETURN_IF_ERROR(tx.Scan(prefix, kv::PrefixEnd(prefix), 0, [&](std::string_view k, std::string_view) {
+    locked.push_back(kv::ReadU64BE(k.substr(prefix.size())));
+    return true;
+  }));
+  for (Ino ino : locked) {
+    for (const std::string& key : {FlockKey(ino), PlockKey(ino)}) {
+      auto v = tx.Get(key);
+      if (!v.ok()) continue;
+      auto locks = DecodeLocks(*v);
+      std::erase_if(locks, [&](const LockRecord& l) { return l.sid == sid; });
+      if (locks.empty()) RETURN_IF_ERROR(tx.Delete(key));
+      else RETURN_IF_ERROR(tx.Put(key, EncodeLocks(locks)));
+    }
+    RETURN_IF_ERROR(tx.Delete(SessionLockKey(sid, ino)));
+  }
+  RETURN_IF_ERROR(tx.Delete(SessionKey(sid)));
+  return tx.Delete(HeartbeatKey(sid));
+}
+
+Result<std::vector<SessionInfo>> KvMeta::ListSessions() {
+  std::vector<SessionInfo> out;
+  RETURN_IF_ERROR(engine_->Run(
+      [&](kv::Txn& tx) {
+        out.clear();
+        std::string prefix = SessionPrefix();
+        RETURN_IF_ERROR(tx.Scan(prefix, kv::PrefixEnd(prefix), 0, [&](std::string_view, std::string_view v) {
+          SessionInfo s;
+          if (DecodeSession(v, &s).ok()) out.push_back(s);
+          return true;
+        }));
+        for (auto& s : out) {
+          auto hb = tx.Get(HeartbeatKey(s.sid));
+          if (hb.ok()) s.heartbeat = DecodeI64(*hb);
+        }
+        return Status::OK();
+      },
+      true));
+  return out;
+}
+
+Result<int> KvMeta::CleanStaleSessions(int64_t timeout_sec) {
+  ASSIGN_OR_RETURN(auto sessions, ListSessions());
+  std::string host = HostName();
+  int64_t now = Now().sec;
+  int cleaned = 0;
+  for (const auto& s : sessions) {
+    if (s.sid == sid_) continue;
+    bool dead = now - s.heartbeat > timeout_sec || (s.host == host && !ProcessAlive(s.pid));
+    if (!dead) continue;
+    RETURN_IF_ERROR(engine_->Run([&](kv::Txn& tx) { return CleanSessionTx(tx, s.sid); }));
+    ++cleaned;
+  }
+  return cleaned;
+}
+
+// ---------------------------------------------------------------- deletion
+
+Status KvMeta::DeleteInodeTx(kv::Txn& tx, Ino ino, const Attr& attr) {
+  RETURN_IF_ERROR(tx.Delete(AttrKey(ino)));
+  RETURN_IF_ERROR(DeletePrefixTx(tx, XattrPrefix(ino)));
+  if (attr.IsSymlink()) RETURN_IF_ERROR(tx.Delete(SymlinkKey(ino)));
+  if (attr.IsFile()) {
+    RETURN_IF_ERROR(tx.Put(DeletedKey(ino), EncodeI64(int64_t(attr.length))));
+    RETURN_IF_ERROR(IncrTx(tx, kUsedSpace, -int64_t(Align4K(attr.length))));
+  }
+  RETURN_IF_ERROR(tx.Delete(FlockKey(ino)));
+  RETURN_IF_ERROR(tx.Delete(PlockKey(ino)));
+  return IncrTx(tx, kTotalInodes, -1);
+}
+
+Status KvMeta::ReleaseInodeTx(kv::Txn& tx, Ino ino, const Attr& attr) {
+  if (attr.IsFile() && sid_ != 0 && IsOpenLocally(ino)) {
+    RETURN_IF_ERROR(PutAttrTx(tx, ino, attr));
+    return tx.Put(SustainedKey(sid_, ino), "");
+  }
+  return DeleteInodeTx(tx, ino, attr);
+}
+
+Result<int> KvMeta::CleanupDeleted(const SliceDeleter& deleter, int max_items) {
+  // 1. Move the chunks of deleted inodes into the slice queue, a bounded batch
+  //    per transaction so huge files do not make huge transactions.
+  std::vector<Ino> inodes;
+  RETURN_IF_ERROR(engine_->Run(
+      [&](kv::Txn& tx) {
+        inodes.clear();
+        std::string prefix = DeletedPrefix();
+        return tx.Scan(prefix, kv::PrefixEnd(prefix), size_t(max_items), [&](std::string_view k, std::string_view) {
+          inodes.push_back(kv::ReadU64BE(k.substr(prefix.size())));
+          return true;
+        });
+      },
+      true));
+  for (Ino ino : inodes) {
+    bool done = false;
+    while (!done) {
+      RETURN_IF_ERROR(engine_->Run([&](kv::Txn& tx) {
+        std::vector<std::pair<std::string, std::string>> chunks;
+        std::string prefix = ChunkPrefix(ino);
+        RETURN_IF_ERROR(tx.Scan(prefix, kv::PrefixEnd(prefix), 64, [&](std::string_view k, std::string_view v) {
+          chunks.emplace_back(k, v);
+          return true;
+        }));
+        for (auto& [k, v] : chunks) {
+          RETURN_IF_ERROR(QueueSlicesTx(tx, v));
+          RETURN_IF_ERROR(tx.Delete(k));
+        }
+        done = chunks.size() < 64;
+        if (done) RETURN_IF_ERROR(tx.Delete(DeletedKey(ino)));
+        return Status::OK();
+      }));
+    }
+  }
+  // 2. Delete the objects of queued slices, then forget them.
+  std::vector<std::pair<uint64_t, uint32_t>> slices;
+  RETURN_IF_ERROR(engine_->Run(
+      [&](kv::Txn& tx) {
+        slices.clear();
+        std::string prefix = SliceGcPrefix();
+        return tx.Scan(prefix, kv::PrefixEnd(prefix), size_t(max_items), [&](std::string_view k, std::string_view) {
+          auto rest = k.substr(prefix.size());
+          slices.emplace_back(kv::ReadU64BE(rest), kv::ReadU32BE(rest.substr(8)));
+          return true;
+        });
+      },
+      true));
+  int deleted = 0;
+  for (auto [id, size] : slices) {
+    RETURN_IF_ERROR(deleter(id, size));
+    RETURN_IF_ERROR(engine_->Run([&](kv::Txn& tx) { return tx.Delete(SliceGcKey(id, size)); }));
+    ++deleted;
+  }
+  return deleted;
+}
+
+// ---------------------------------------------------------------- namespace
+
+Status KvMeta::Lookup(const Context& ctx, Ino parent, const std::string& name, Ino* ino, Attr* attr) {
+  if (name.size() > kMaxName) return Status::Err(ENAMETOOLONG);
+  return engine_->Run(
+      [&](kv::Txn& tx) {
+        Attr pattr;
+        RETURN_IF_ERROR(GetAttrTx(tx, parent, &pattr));
+        if (!pattr.IsDir()) return Status::Err(ENOTDIR);
+        RETURN_IF_ERROR(CheckPermission(ctx, pattr, X_OK));
+        Ino found = 0;
+        if (name == ".") {
+          found = parent;
+        } else if (name == "..") {
+          found = pattr.parent;
+        } else {
+          uint32_t type = 0;
+          RETURN_IF_ERROR(GetEntryTx(tx, parent, name, &found, &type));
+        }
+        *ino = found;
+        return GetAttrTx(tx, found, attr);
+      },
+      true);
+}
+
+Status KvMeta::GetAttr(const Context& ctx, Ino ino, Attr* attr) {
+  return engine_->Run([&](kv::Txn& tx) { return GetAttrTx(tx, ino, attr); }, true);
+}
+
+Status KvMeta::Access(const Context& ctx, Ino ino, int mask) {
+  return engine_->Run(
+      [&](kv::Txn& tx) {
+        Attr attr;
+        RETURN_IF_ERROR(GetAttrTx(tx, ino, &attr));
+        return CheckPermission(ctx, attr, mask);
+      },
+      true);
+}
+
+Status KvMeta::SetAttr(const Context& ctx, Ino ino, uint32_t mask, const Attr& in, Attr* out) {
+  Timespec now = Now();
+  return engine_->Run([&](kv::Txn& tx) {
+    Attr cur;
+    RETURN_IF_ERROR(GetAttrTx(tx, ino, &cur));
+    Attr next = cur;
+    bool owner = ctx.IsRoot() || ctx.uid == cur.uid;
+    if (mask & (kSetUid | kSetGid)) {
+      uint32_t uid = (mask & kSetUid) ? in.uid : cur.uid;
+      uint32_t gid = (mask & kSetGid) ? in.gid : cur.gid;
+      if (!ctx.IsRoot()) {
+        if (ctx.uid != cur.uid || uid != cur.uid) return Status::Err(EPERM);
+        if (gid != cur.gid && !ctx.InGroup(gid)) return Status::Err(EPERM);
+      }
+      if (!cur.IsDir() && (uid != cur.uid || gid != cur.gid || !ctx.IsRoot())) {
+        next.mode &= ~uint32_t(S_ISUID);
+        if (next.mode & S_IXGRP) next.mode &= ~uint32_t(S_ISGID);
+      }
+      next.uid = uid;
+      next.gid = gid;
+    }
+    if (mask & kSetMode) {
+      uint32_t perm = in.mode & 07777;
+      uint32_t cleared = cur.mode & 07777 & ~uint32_t(S_ISUID | S_ISGID);
+      // The kernel clears SUID/SGID on behalf of a writer that is not the
+      // owner (file_remove_privs): allow a change that only drops those bits
+      // for a caller with write permission.
+      bool kill_priv_only = perm == cleared || perm == (cur.mode & 07777 & ~uint32_t(S_ISUID));
+      if (!owner && !(kill_priv_only && CheckPermission(ctx, cur, W_OK).ok())) return Status::Err(EPERM);
+      if (!ctx.IsRoot() && (perm & S_ISGID) && !ctx.InGroup(next.gid) && !cur.IsDir()) perm &= ~uint32_t(S_ISGID);
+      next.mode = (cur.mode & S_IFMT) | perm;
+    }
+    if (mask & (kSetAtime | kSetMtime | kSetAtimeNow | kSetMtimeNow)) {
+      bool explicit_time = ((mask & kSetAtime) && !(mask & kSetAtimeNow)) || ((mask & kSetMtime) && !(mask & kSetMtimeNow));
+      if (explicit_time) {
+        if (!owner) return Status::Err(EPERM);
+      } else if (!owner && !CheckPermission(ctx, cur, W_OK).ok()) {
+        return Status::Err(EACCES);
+      }
+      if (mask & kSetAtimeNow) next.atime = now;
+      else if (mask & kSetAtime) next.atime = in.atime;
+      if (mask & kSetMtimeNow) next.mtime = now;
+      else if (mask & kSetMtime) next.mtime = in.mtime;
+    }
+    next.ctime = (mask & kSetCtime) ? in.ctime : now;
+    RETURN_IF_ERROR(PutAttrTx(tx, ino, next));
+    *out = next;
+    return Status::OK();
+  });
+}
+
+Status KvMeta::AppendHoleTx(kv::Txn& tx, Ino ino, uint64_t off, uint64_t end) {
+  while (off < end) {
+    uint32_t idx = uint32_t(off / kChunkSize);
+    uint32_t pos = uint32_t(off % kChunkSize);
+    uint32_t len = uint32_t(std::min<uint64_t>(kChunkSize - pos, end - off));
+    std::string key = ChunkKey(ino, idx);
+    auto v = tx.Get(key);
+    if (v.ok()) {  // nothing to hide where nothing was ever written
+      std::string value = std::move(*v);
+      chunk::AppendSlice(&value, Slice{pos, 0, len, 0, len});
+      RETURN_IF_ERROR(tx.Put(key, value));
+    } else if (!v.status().not_found()) {
+      return v.status();
+    }
+    off += len;
+  }
+  return Status::OK();
+}
+
+Status KvMeta::TruncateChunksTx(kv::Txn& tx, Ino ino, uint64_t old_len, uint64_t new_len) {
+  if (new_len >= old_len) return Status::OK();
+  // Whole chunks past the new end go away.
+  uint32_t first_dead = uint32_t((new_len + kChunkSize - 1) / kChunkSize);
+  std::vector<std::pair<std::string, std::string>> dead;
+  std::string prefix = ChunkPrefix(ino);
+  RETURN_IF_ERROR(tx.Scan(ChunkKey(ino, first_dead), kv::PrefixEnd(prefix), 0, [&](std::string_view k, std::string_view v) {
+    dead.emplace_back(k, v);
+    return true;
+  }));
+  for (auto& [k, v] : dead) {
+    RETURN_IF_ERROR(QueueSlicesTx(tx, v));
+    RETURN_IF_ERROR(tx.Delete(k));
+  }
+  // The tail of the last partial chunk must read as zeros if extended later.
+  if (new_len % kChunkSize != 0) {
+    uint64_t end = std::min<uint64_t>(old_len, uint64_t(first_dead) * kChunkSize);
+    RETURN_IF_ERROR(AppendHoleTx(tx, ino, new_len, end));
+  }
+  return Status::OK();
+}
+
+Status KvMeta::Truncate(const Context& ctx, Ino ino, uint64_t length, bool check_perm, Attr* out) {
+  if (length > kMaxFileSize) return Status::Err(EFBIG);
+  Timespec now = Now();
+  return engine_->Run([&](kv::Txn& tx) {
+    Attr attr;
+    RETURN_IF_ERROR(GetAttrTx(tx, ino, &attr));
+    if (attr.IsDir()) return Status::Err(EISDIR);
+    if (!attr.IsFile()) return Status::Err(EINVAL);
+    if (check_perm) RETURN_IF_ERROR(CheckPermission(ctx, attr, W_OK));
+    int64_t delta = int64_t(Align4K(length)) - int64_t(Align4K(attr.length));
+    if (delta > 0 && format_.capacity) {
+      auto used = tx.Get(CounterKey(kUsedSpace));
+      if (used.ok() && uint64_t(DecodeI64(*used) + delta) > format_.capacity) return Status::Err(ENOSPC);
+    }
+    RETURN_IF_ERROR(TruncateChunksTx(tx, ino, attr.length, length));
+    RETURN_IF_ERROR(IncrTx(tx, kUsedSpace, delta));
+    attr.length = length;
+    attr.mtime = attr.ctime = now;
+    RETURN_IF_ERROR(PutAttrTx(tx, ino, attr));
+    *out = attr;
+    return Status::OK();
+  });
+}
+
+Status KvMeta::Fallocate(const Context& ctx, Ino ino, int mode, uint64_t off, uint64_t len, Attr* out) {
+  const int supported = FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE;
+  if (mode & ~supported) return Status::Err(EOPNOTSUPP);
+  if ((mode & FALLOC_FL_PUNCH_HOLE) && !(mode & FALLOC_FL_KEEP_SIZE)) return Status::Err(EOPNOTSUPP);
+  if ((mode & FALLOC_FL_PUNCH_HOLE) && (mode & FALLOC_FL_ZERO_RANGE)) return Status::Err(EINVAL);
+  if (len == 0) return Status::Err(EINVAL);
+  if (off + len > kMaxFileSize || off + len < off) return Status::Err(EFBIG);
+  Timespec now = Now();
+  return engine_->Run([&](kv::Txn& tx) {
+    Attr attr;
+    RETURN_IF_ERROR(GetAttrTx(tx, ino, &attr));
+    if (attr.IsDir()) return Status::Err(EISDIR);
+    if (!attr.IsFile()) return Status::Err(ENODEV);
+    uint64_t end = off + len;
+    if (mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE))
+      RETURN_IF_ERROR(AppendHoleTx(tx, ino, off, std::min(end, attr.length)));
+    bool changed = (mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE)) != 0;
+    if (!(mode & FALLOC_FL_KEEP_SIZE) && end > attr.length) {
+      int64_t delta = int64_t(Align4K(end)) - int64_t(Align4K(attr.length));
+      if (format_.capacity) {
+        auto used = tx.Get(CounterKey(kUsedSpace));
+        if (used.ok() && uint64_t(DecodeI64(*used) + delta) > format_.capacity) return Status::Err(ENOSPC);
+      }
+      RETURN_IF_ERROR(IncrTx(tx, kUsedSpace, delta));
+      attr.length = end;
+      changed = true;
+    }
+    if (changed) {
+      attr.mtime = attr.ctime = now;
+      RETURN_IF_ERROR(PutAttrTx(tx, ino, attr));
+    }
+    *out = attr;
+    return Status::OK();
+  });
+}
+
+Status KvMeta::Mknod(const Context& ctx, Ino parent, const std::string& name, uint32_t mode, uint32_t cumask,
+                     uint32_t rdev, const std::string& target, Ino* ino, Attr* attr) {
+  RETURN_IF_ERROR(ValidName(name));
+  uint32_t type = mode & S_IFMT;
+  if (type == 0) type = S_IFREG;
+  if (type != S_IFREG && type != S_IFDIR && type != S_IFLNK && type != S_IFIFO && type != S_IFSOCK &&
+      type != S_IFCHR && type != S_IFBLK)
+    return Status::Err(EINVAL);
+  if (type == S_IFLNK && (target.empty() || target.size() > kMaxSymlink))
+    return Status::Err(target.empty() ? ENOENT : ENAMETOOLONG);
+  if (format_.inodes) {
+    StatFs fs;
+    RETURN_IF_ERROR(StatFS(ctx, &fs));
+    if (fs.used_inodes >= format_.inodes) return Status::Err(ENOSPC);
+  }
+  ASSIGN_OR_RETURN(Ino new_ino, AllocId(kNextInode, &inode_pool_, kInodeBatch));
+  Timespec now = Now();
+  return engine_->Run([&](kv::Txn& tx) {
+    Attr pattr;
+    RETURN_IF_ERROR(WritableDirTx(tx, ctx, parent, &pattr));
+    Ino existing = 0;
+    uint32_t etype = 0;
+    Status st = GetEntryTx(tx, parent, name, &existing, &etype);
+    if (st.ok()) return Status::Err(EEXIST);
+    if (!st.not_found()) return st;
+
+    Attr a;
+    uint32_t perm = (type == S_IFLNK) ? 0777 : (mode & 07777 & ~cumask);
+    a.uid = ctx.uid;
+    a.gid = ctx.gid;
+    if (pattr.mode & S_ISGID) {  // BSD group semantics for SGID directories
+      a.gid = pattr.gid;
+      if (type == S_IFDIR) perm |= S_ISGID;
+      else if ((perm & (S_ISGID | S_IXGRP)) == (S_ISGID | S_IXGRP) && !ctx.IsRoot() && !ctx.InGroup(a.gid))
+        perm &= ~uint32_t(S_ISGID);
+    }
+    a.mode = type | perm;
+    a.nlink = type == S_IFDIR ? 2 : 1;
+    a.rdev = (type == S_IFCHR || type == S_IFBLK) ? rdev : 0;
+    a.length = type == S_IFLNK ? target.size() : 0;
+    a.parent = parent;
+    a.atime = a.mtime = a.ctime = now;
+    RETURN_IF_ERROR(PutAttrTx(tx, new_ino, a));
+    if (type == S_IFLNK) RETURN_IF_ERROR(tx.Put(SymlinkKey(new_ino), target));
+    RETURN_IF_ERROR(tx.Put(EntryKey(parent, name), EncodeEntry(new_ino, type)));
+    if (type == S_IFDIR) pattr.nlink++;
+    pattr.mtime = pattr.ctime = now;
+    RETURN_IF_ERROR(PutAttrTx(tx, parent, pattr));
+    RETURN_IF_ERROR(IncrTx(tx, kTotalInodes, 1));
+    *ino = new_ino;
+    *attr = a;
+    return Status::OK();
+  });
+}
+
+Status KvMeta::Unlink(const Context& ctx, Ino parent, const std::string& name) {
+  RETURN_IF_ERROR(ValidName(name));
+  Timespec now = Now();
+  return engine_->Run([&](kv::Txn& tx) {
+    Attr pattr;
+    RETURN_IF_ERROR(WritableDirTx(tx, ctx, parent, &pattr));
+    Ino ino = 0;
+    uint32_t type = 0;
+    RETURN_IF_ERROR(GetEntryTx(tx, parent, name, &ino, &type));
+    Attr attr;
+    RETURN_IF_ERROR(GetAttrTx(tx, ino, &attr));
+    if (attr.IsDir()) return Status::Err(EISDIR);
+    RETURN_IF_ERROR(StickyCheck(ctx, pattr, attr));
+    RETURN_IF_ERROR(tx.Delete(EntryKey(parent, name)));
+    pattr.mtime = pattr.ctime = now;
+    RETURN_IF_ERROR(PutAttrTx(tx, parent, pattr));
+    attr.nlink--;
+    attr.ctime = now;
+    if (attr.nlink > 0) return PutAttrTx(tx, ino, attr);
+    return ReleaseInodeTx(tx, ino, attr);
+  });
+}
+
+Status KvMeta::Rmdir(const Context& ctx, Ino parent, const std::string& name) {
+  if (name == ".") return Status::Err(EINVAL);
+  if (name == "..") return Status::Err(ENOTEMPTY);
+  RETURN_IF_ERROR(ValidName(name));
+  Timespec now = Now();
+  return engine_->Run([&](kv::Txn& tx) {
+    Attr pattr;
+    RETURN_IF_ERROR(WritableDirTx(tx, ctx, parent, &pattr));
+    Ino ino = 0;
+    uint32_t type = 0;
+    RETURN_IF_ERROR(GetEntryTx(tx, parent, name, &ino, &type));
+    Attr attr;
+    RETURN_IF_ERROR(GetAttrTx(tx, ino, &attr));
+    if (!attr.IsDir()) return Status::Err(ENOTDIR);
+    RETURN_IF_ERROR(StickyCheck(ctx, pattr, attr));
+    bool empty = false;
+    RETURN_IF_ERROR(DirEmptyTx(tx, ino, &empty));
+    if (!empty) return Status::Err(ENOTEMPTY);
+    RETURN_IF_ERROR(tx.Delete(EntryKey(parent, name)));
+    pattr.nlink--;
+    pattr.mtime = pattr.ctime = now;
+    RETURN_IF_ERROR(PutAttrTx(tx, parent, pattr));
+    return DeleteInodeTx(tx, ino, attr);
+  });
+}
+
+// Rename, POSIX semantics (rename(2), renameat2(2)):
+//  - the source entry must exist; both parents must be writable+searchable
+//    directories; sticky directories restrict who may move or replace entries;
+//  - a directory may not move below itself (EINVAL);
+//  - if the target exists it is replaced atomically: a directory only by a
+//    directory and only if empty (ENOTEMPTY), a non-directory only by a
+//    non-directory (EISDIR / ENOTDIR); if both names are links to the same
+//    inode nothing happens;
+//  - RENAME_NOREPLACE fails with EEXIST if the target exists; RENAME_EXCHANGE
+//    swaps two existing entries (of any types);
+//  - a directory moved to another parent needs write permission on itself
+//    (its ".." changes), and both parents' nlink follow the move.
+Status KvMeta::Rename(const Context& ctx, Ino psrc, const std::string& nsrc, Ino pdst, const std::string& ndst,
+                      uint32_t flags, Ino* out_ino, Attr* out_attr) {
+  if (flags & ~(kRenameNoReplace | kRenameExchange)) return Status::Err(EINVAL);
+  if ((flags & kRenameNoReplace) && (flags & kRenameExchange)) return Status::Err(EINVAL);
+  if (nsrc == "." || nsrc == ".." || ndst == "." || ndst == "..") return Status::Err(EINVAL);
+  RETURN_IF_ERROR(ValidName(nsrc));
+  RETURN_IF_ERROR(ValidName(ndst));
+  Timespec now = Now();
+  return engine_->Run([&](kv::Txn& tx) {
+    Attr sp, dp_storage;
+    Attr& dp = pdst == psrc ? sp : dp_storage;  // one record when both parents are the same
+    RETURN_IF_ERROR(WritableDirTx(tx, ctx, psrc, &sp));
+    if (pdst != psrc) RETURN_IF_ERROR(WritableDirTx(tx, ctx, pdst, &dp));
+    Ino sino = 0, dino = 0;
+    uint32_t stype = 0, dtype = 0;
+    RETURN_IF_ERROR(GetEntryTx(tx, psrc, nsrc, &sino, &stype));
+    Attr sattr, dattr;
+    RETURN_IF_ERROR(GetAttrTx(tx, sino, &sattr));
+    Status dst = GetEntryTx(tx, pdst, ndst, &dino, &dtype);
+    bool dexists = dst.ok();
+    if (!dexists && !dst.not_found()) return dst;
+    if (dexists) RETURN_IF_ERROR(GetAttrTx(tx, dino, &dattr));
+    if ((flags & kRenameExchange) && !dexists) return Status::Err(ENOENT);
+    if ((flags & kRenameNoReplace) && dexists) return Status::Err(EEXIST);
+    if (dexists && dino == sino) {  // same file: nothing to do
+      *out_ino = sino;
+      *out_attr = sattr;
+      return Status::OK();
+    }
+    RETURN_IF_ERROR(StickyCheck(ctx, sp, sattr));
+    if (dexists) RETURN_IF_ERROR(StickyCheck(ctx, dp, dattr));
+
+    // A directory may not become its own descendant.
+    auto would_loop = [&](Ino moved, Ino new_parent) -> Result<bool> {
+      Ino cur = new_parent;
+      for (int depth = 0; cur != kRootIno && depth < 100000; ++depth) {
+        if (cur == moved) return true;
+        Attr a;
+        RETURN_IF_ERROR(GetAttrTx(tx, cur, &a));
+        cur = a.parent;
+      }
+      return cur == moved;
+    };
+    if (sattr.IsDir() && psrc != pdst) {
+      ASSIGN_OR_RETURN(bool loop, would_loop(sino, pdst));
+      if (loop) return Status::Err(EINVAL);
+      RETURN_IF_ERROR(CheckPermission(ctx, sattr, W_OK));
+    }
+
+    if (flags & kRenameExchange) {
+      if (dattr.IsDir() && psrc != pdst) {
+        ASSIGN_OR_RETURN(bool loop, would_loop(dino, psrc));
+        if (loop) return Status::Err(EINVAL);
+        RETURN_IF_ERROR(CheckPermission(ctx, dattr, W_OK));
+      }
+      RETURN_IF_ERROR(tx.Put(EntryKey(psrc, nsrc), EncodeEntry(dino, dtype)));
+      RETURN_IF_ERROR(tx.Put(EntryKey(pdst, ndst), EncodeEntry(sino, stype)));
+      if (psrc != pdst) {
+        if (sattr.IsDir()) { sp.nlink--; dp.nlink++; }
+        if (dattr.IsDir()) { dp.nlink--; sp.nlink++; }
+        sattr.parent = pdst;
+        dattr.parent = psrc;
+      }
+      sattr.ctime = dattr.ctime = now;
+      RETURN_IF_ERROR(PutAttrTx(tx, sino, sattr));
+      RETURN_IF_ERROR(PutAttrTx(tx, dino, dattr));
+    } else {
+      if (dexists) {
+        if (sattr.IsDir() && !dattr.IsDir()) return Status::Err(ENOTDIR);
+        if (!sattr.IsDir() && dattr.IsDir()) return Status::Err(EISDIR);
+        if (dattr.IsDir()) {
+          bool empty = false;
+          RETURN_IF_ERROR(DirEmptyTx(tx, dino, &empty));
+          if (!empty) return Status::Err(ENOTEMPTY);
+        }
+      }
+      RETURN_IF_ERROR(tx.Delete(EntryKey(psrc, nsrc)));
+      RETURN_IF_ERROR(tx.Put(EntryKey(pdst, ndst), EncodeEntry(sino, stype)));
+      if (dexists) {
+        if (dattr.IsDir()) {
+          dp.nlink--;
+          RETURN_IF_ERROR(DeleteInodeTx(tx, dino, dattr));
+        } else {
+          dattr.nlink--;
+          dattr.ctime = now;
+          if (dattr.nlink > 0) RETURN_IF_ERROR(PutAttrTx(tx, dino, dattr));
+          else RETURN_IF_ERROR(ReleaseInodeTx(tx, dino, dattr));
+        }
+      }
+      if (sattr.IsDir() && psrc != pdst) {
+        sp.nlink--;
+        dp.nlink++;
+      }
+      sattr.parent = pdst;
+      sattr.ctime = now;
+      RETURN_IF_ERROR(PutAttrTx(tx, sino, sattr));
+    }
+    sp.mtime = sp.ctime = dp.mtime = dp.ctime = now;
+    RETURN_IF_ERROR(PutAttrTx(tx, psrc, sp));
+    if (pdst != psrc) RETURN_IF_ERROR(PutAttrTx(tx, pdst, dp));
+    *out_ino = sino;
+    *out_attr = sattr;
+    return Status::OK();
+  });
+}
+
+Status KvMeta::Link(const Context& ctx, Ino ino, Ino parent, const std::string& name, Attr* out) {
+  RETURN_IF_ERROR(ValidName(name));
+  Timespec now = Now();
+  return engine_->Run([&](kv::Txn& tx) {
+    Attr attr;
+    RETURN_IF_ERROR(GetAttrTx(tx, ino, &attr));
+    if (attr.IsDir()) return Status::Err(EPERM);
+    if (attr.nlink == 0) return Status::Err(ENOENT);
+    Attr pattr;
+    RETURN_IF_ERROR(WritableDirTx(tx, ctx, parent, &pattr));
+    Ino existing = 0;
+    uint32_t etype = 0;
+    Status st = GetEntryTx(tx, parent, name, &existing, &etype);
+    if (st.ok()) return Status::Err(EEXIST);
+    if (!st.not_found()) return st;
+    RETURN_IF_ERROR(tx.Put(EntryKey(parent, name), EncodeEntry(ino, attr.mode & S_IFMT)));
+    pattr.mtime = pattr.ctime = now;
+    RETURN_IF_ERROR(PutAttrTx(tx, parent, pattr));
+    attr.nlink++;
+    attr.ctime = now;
+    RETURN_IF_ERROR(PutAttrTx(tx, ino, attr));
+    *out = attr;
+    return Status::OK();
+  });
+}
+
+Status KvMeta::ReadLink(const Context& ctx, Ino ino, std::string* target) {
+  return engine_->Run(
+      [&](kv::Txn& tx) {
+        Attr attr;
+        RETURN_IF_ERROR(GetAttrTx(tx, ino, &attr));
+        if (!attr.IsSymlink()) return Status::Err(EINVAL);
+        auto v = tx.Get(SymlinkKey(ino));
+        if (!v.ok()) return v.status().not_found() ? Status::Err(EIO, "symlink target missing") : v.status();
+        *target = std::move(*v);
+        return Status::OK();
+      },
+      true);
+}
+
+Status KvMeta::Readdir(const Context& ctx, Ino ino, bool plus, std::vector<Entry>* entries) {
+  return engine_->Run(
+      [&](kv::Txn& tx) {
+        entries->clear();
+        Attr attr;
+        RETURN_IF_ERROR(GetAttrTx(tx, ino, &attr));
+        if (!attr.IsDir()) return Status::Err(ENOTDIR);
+        RETURN_IF_ERROR(CheckPermission(ctx, attr, R_OK));
+        std::string prefix = EntryPrefix(ino);
+        RETURN_IF_ERROR(tx.Scan(prefix, kv::PrefixEnd(prefix), 0, [&](std::string_view k, std::string_view v) {
+          Entry e;
+          e.name = std::string(k.substr(prefix.size()));
+          uint32_t type = 0;
+          if (DecodeEntry(v, &e.ino, &type).ok()) {
+            e.attr.mode = type;
+            entries->push_back(std::move(e));
+          }
+          return true;
+        }));
+        if (plus) {
+          for (auto& e : *entries) {
+            Status st = GetAttrTx(tx, e.ino, &e.attr);
+            if (!st.ok() && !st.not_found()) return st;
+          }
+        }
+        return Status::OK();
+      },
+      true);
+}
+
+// ---------------------------------------------------------------- open files
+
+Status KvMeta::Open(const Context& ctx, Ino ino, int flags, Attr* attr) {
+  int mask = 0;
+  switch (flags & O_ACCMODE) {
+    case O_RDONLY: mask = R_OK; break;
+    case O_WRONLY: mask = W_OK; break;
+    default: mask = R_OK | W_OK; break;
+  }
+  if (flags & O_TRUNC) mask |= W_OK;
+  {
+    std::lock_guard<std::mutex> g(open_mu_);
+    open_count_[ino]++;
+  }
+  Status st = engine_->Run(
+      [&](kv::Txn& tx) {
+        RETURN_IF_ERROR(GetAttrTx(tx, ino, attr));
+        if (attr->IsDir() && (mask & W_OK)) return Status::Err(EISDIR);
+        return CheckPermission(ctx, *attr, mask);
+      },
+      true);
+  if (!st.ok()) {
+    std::lock_guard<std::mutex> g(open_mu_);
+    if (--open_count_[ino] <= 0) open_count_.erase(ino);
+  }
+  return st;
+}
+
+Status KvMeta::Close(const Context& ctx, Ino ino) {
+  {
+    std::lock_guard<std::mutex> g(open_mu_);
+    auto it = open_count_.find(ino);
+    if (it == open_count_.end()) return Status::OK();
+    if (--it->second > 0) return Status::OK();
+    open_count_.erase(it);
+  }
+  if (sid_ == 0) return Status::OK();
+  return engine_->Run([&](kv::Txn& tx) {
+    auto v = tx.Get(SustainedKey(sid_, ino));
+    if (!v.ok()) return v.status().not_found() ? Status::OK() : v.status();
+    RETURN_IF_ERROR(tx.Delete(SustainedKey(sid_, ino)));
+    Attr attr;
+    Status st = GetAttrTx(tx, ino, &attr);
+    if (st.not_found()) return Status::OK();
+    RETURN_IF_ERROR(st);
+    if (attr.nlink > 0) return Status::OK();
+    return DeleteInodeTx(tx, ino, attr);
+  });
+}
+
+// ---------------------------------------------------------------- data
+
+Status KvMeta::Read(Ino ino, uint32_t chunk_index, std::vector<Slice>* slices) {
+  return engine_->Run(
+      [&](kv::Txn& tx) {
+        auto v = tx.Get(ChunkKey(ino, chunk_index));
+        if (v.ok()) {
+          *slices = chunk::DecodeSlices(*v);
+          return Status::OK();
+        }
+        if (!v.status().not_found()) return v.status();
+        slices->clear();
+        Attr attr;  // distinguish "no data here" from "no such inode"
+        return GetAttrTx(tx, ino, &attr);
+      },
+      true);
+}
+
+Status KvMeta::Write(const Context& ctx, Ino ino, uint32_t chunk_index, const Slice& slice, Attr* out) {
+  if (uint64_t(slice.pos) + slice.len > kChunkSize) return Status::Err(EINVAL, "slice crosses a chunk boundary");
+  Timespec now = Now();
+  return engine_->Run([&](kv::Txn& tx) {
+    Attr attr;
+    RETURN_IF_ERROR(GetAttrTx(tx, ino, &attr));
+    if (!attr.IsFile()) return Status::Err(EPERM);
+    uint64_t end = uint64_t(chunk_index) * kChunkSize + slice.pos + slice.len;
+    if (end > attr.length) {
+      int64_t delta = int64_t(Align4K(end)) - int64_t(Align4K(attr.length));
+      if (format_.capacity && delta > 0) {
+        auto used = tx.Get(CounterKey(kUsedSpace));
+        if (used.ok() && uint64_t(DecodeI64(*used) + delta) > format_.capacity) return Status::Err(ENOSPC);
+      }
+      RETURN_IF_ERROR(IncrTx(tx, kUsedSpace, delta));
+      attr.length = end;
+    }
+    std::string key = ChunkKey(ino, chunk_index);
+    auto v = tx.Get(key);
+    std::string value;
+    if (v.ok()) value = std::move(*v);
+    else if (!v.status().not_found()) return v.status();
+    chunk::AppendSlice(&value, slice);
+    RETURN_IF_ERROR(tx.Put(key, value));
+    attr.mtime = attr.ctime = now;
+    RETURN_IF_ERROR(PutAttrTx(tx, ino, attr));
+    *out = attr;
+    return Status::OK();
+  });
+}
+
+// ---------------------------------------------------------------- xattrs
+
+namespace {
+// "user." attributes are only for regular files and directories; reading
+// needs read permission, changing needs write permission (or ownership for
+// the "trusted."/"security." namespaces, which need root).
+Status XattrAccess(const Context& ctx, const Attr& attr, const std::string& name, int mask) {
+  if (name.rfind("user.", 0) == 0) {
+    if (!attr.IsFile() && !attr.IsDir()) return Status::Err(EPERM);
+    return CheckPermission(ctx, attr, mask);
+  }
+  if (name.rfind("trusted.", 0) == 0) return ctx.IsRoot() ? Status::OK() : Status::Err(EPERM);
+  if (name.rfind("security.", 0) == 0 || name.rfind("system.", 0) == 0) {
+    if (mask & W_OK) return (ctx.IsRoot() || ctx.uid == attr.uid) ? Status::OK() : Status::Err(EPERM);
+    return Status::OK();
+  }
+  return Status::Err(EOPNOTSUPP);
+}
+}  // namespace
+
+Status KvMeta::GetXattr(const Context& ctx, Ino ino, const std::string& name, std::string* value) {
+  if (name.empty() || name.size() > XATTR_NAME_MAX) return Status::Err(ERANGE);
+  return engine_->Run(
+      [&](kv::Txn& tx) {
+        Attr attr;
+        RETURN_IF_ERROR(GetAttrTx(tx, ino, &attr));
+        RETURN_IF_ERROR(XattrAccess(ctx, attr, name, R_OK));
+        auto v = tx.Get(XattrKey(ino, name));
+        if (!v.ok()) return v.status().not_found() ? Status::Err(ENODATA) : v.status();
+        *value = std::move(*v);
+        return Status::OK();
+      },
+      true);
+}
+
+Status KvMeta::SetXattr(const Context& ctx, Ino ino, const std::string& name, const std::string& value, int flags) {
+  if (name.empty() || name.size() > XATTR_NAME_MAX) return Status::Err(ERANGE);
+  if (value.size() > XATTR_SIZE_MAX) return Status::Err(E2BIG);
+  if (flags & ~(XATTR_CREATE | XATTR_REPLACE)) return Status::Err(EINVAL);
+  Timespec now = Now();
+  return engine_->Run([&](kv::Txn& tx) {
+    Attr attr;
+    RETURN_IF_ERROR(GetAttrTx(tx, ino, &attr));
+    RETURN_IF_ERROR(XattrAccess(ctx, attr, name, W_OK));
+    std::string key = XattrKey(ino, name);
+    auto v = tx.Get(key);
+    if (!v.ok() && !v.status().not_found()) return v.status();
+    if (v.ok() && (flags & XATTR_CREATE)) return Status::Err(EEXIST);
+    if (!v.ok() && (flags & XATTR_REPLACE)) return Status::Err(ENODATA);
+    RETURN_IF_ERROR(tx.Put(key, value));
+    attr.ctime = now;
+    return PutAttrTx(tx, ino, attr);
+  });
+}
+
+Status KvMeta::ListXattr(const Context& ctx, Ino ino, std::vector<std::string>* names) {
+  return engine_->Run(
+      [&](kv::Txn& tx) {
+        names->clear();
+        Attr attr;
+        RETURN_IF_ERROR(GetAttrTx(tx, ino, &attr));
+        std::string prefix = XattrPrefix(ino);
+        return tx.Scan(prefix, kv::PrefixEnd(prefix), 0, [&](std::string_view k, std::string_view) {
+          names->emplace_back(k.substr(prefix.size()));
+          return true;
+        });
+      },
+      true);
+}
+
+Status KvMeta::RemoveXattr(const Context& ctx, Ino ino, const std::string& name) {
+  if (name.empty() || name.size() > XATTR_NAME_MAX) return Status::Err(ERANGE);
+  Timespec now = Now();
+  return engine_->Run([&](kv::Txn& tx) {
+    Attr attr;
+    RETURN_IF_ERROR(GetAttrTx(tx, ino, &attr));
+    RETURN_IF_ERROR(XattrAccess(ctx, attr, name, W_OK));
+    std::string key = XattrKey(ino, name);
+    auto v = tx.Get(key);
+    if (!v.ok()) return v.status().not_found() ? Status::Err(ENODATA) : v.status();
+    RETURN_IF_ERROR(tx.Delete(key));
+    attr.ctime = now;
+    return PutAttrTx(tx, ino, attr);
+  });
+}
+
+// ---------------------------------------------------------------- locks
+
+Status KvMeta::Flock(const Context& ctx, Ino ino, uint64_t owner, LockType type) {
+  return engine_->Run([&](kv::Txn& tx) {
+    Attr attr;
+    RETURN_IF_ERROR(GetAttrTx(tx, ino, &attr));
+    auto v = tx.Get(FlockKey(ino));
+    std::vector<LockRecord> locks;
+    if (v.ok()) locks = DecodeLocks(*v);
+    else if (!v.status().not_found()) return v.status();
+    std::erase_if(locks, [&](const LockRecord& l) { return l.sid == sid_ && l.owner == owner && type == kUnlock; });
+    if (type != kUnlock) {
+      for (const auto& l : locks) {
+        if (l.sid == sid_ && l.owner == owner) continue;
+        if (type == kWriteLock || l.type == kWriteLock) return Status::Err(EAGAIN);
+      }
+      std::erase_if(locks, [&](const LockRecord& l) { return l.sid == sid_ && l.owner == owner; });
+      locks.push_back(LockRecord{sid_, owner, type, 0, UINT64_MAX, ctx.pid});
+      RETURN_IF_ERROR(tx.Put(SessionLockKey(sid_, ino), ""));
+    }
+    if (locks.empty()) return tx.Delete(FlockKey(ino));
+    return tx.Put(FlockKey(ino), EncodeLocks(locks));
+  });
+}
+
+Status KvMeta::GetLk(const Context& ctx, Ino ino, uint64_t owner, PosixLock* lock) {
+  return engine_->Run(
+      [&](kv::Txn& tx) {
+        auto v = tx.Get(PlockKey(ino));
+        PosixLock want = *lock;
+        lock->type = kUnlock;
+        if (!v.ok()) return v.status().not_found() ? Status::OK() : v.status();
+        for (const auto& l : DecodeLocks(*v)) {
+          if (l.sid == sid_ && l.owner == owner) continue;
+          bool overlap = l.start <= want.end && want.start <= l.end;
+          if (overlap && (want.type == kWriteLock || l.type == kWriteLock)) {
+            *lock = PosixLock{LockType(l.type), l.start, l.end, l.sid == sid_ ? l.pid : 0};
+            return Status::OK();
+          }
+        }
+        return Status::OK();
+      },
+      true);
+}
+
+Status KvMeta::SetLk(const Context& ctx, Ino ino, uint64_t owner, const PosixLock& lock) {
+  if (lock.start > lock.end) return Status::Err(EINVAL);
+  return engine_->Run([&](kv::Txn& tx) {
+    Attr attr;
+    RETURN_IF_ERROR(GetAttrTx(tx, ino, &attr));
+    auto v = tx.Get(PlockKey(ino));
+    std::vector<LockRecord> locks;
+    if (v.ok()) locks = DecodeLocks(*v);
+    else if (!v.status().not_found()) return v.status();
+    if (lock.type != kUnlock) {
+      for (const auto& l : locks) {
+        if (l.sid == sid_ && l.owner == owner) continue;
+        bool overlap = l.start <= lock.end && lock.start <= l.end;
+        if (overlap && (lock.type == kWriteLock || l.type == kWriteLock)) return Status::Err(EAGAIN);
+      }
+    }
+    // Carve [start, end] out of this owner's ranges, then add the new range.
+    std::vector<LockRecord> next;
+    for (const auto& l : locks) {
+      bool mine = l.sid == sid_ && l.owner == owner;
+      if (!mine || l.end < lock.start || l.start > lock.end) {
+        next.push_back(l);
+        continue;
+      }
+      if (l.start < lock.start) {
+        LockRecord left = l;
+        left.end = lock.start - 1;
+        next.push_back(left);
+      }
+      if (l.end > lock.end) {
+        LockRecord right = l;
+        right.start = lock.end + 1;
+        next.push_back(right);
+      }
+    }
+    if (lock.type != kUnlock) {
+      next.push_back(LockRecord{sid_, owner, lock.type, lock.start, lock.end, lock.pid});
+      RETURN_IF_ERROR(tx.Put(SessionLockKey(sid_, ino), ""));
+    }
+    if (next.empty()) return tx.Delete(PlockKey(ino));
+    return tx.Put(PlockKey(ino), EncodeLocks(next));
+  });
+}
+
+// ---------------------------------------------------------------- fsck
+
+Status KvMeta::Check(std::vector<std::string>* problems) {
+  return engine_->Run(
+      [&](kv::Txn& tx) {
+        problems->clear();
+        // Gather inodes and entries in one pass over the "A" space.
+        std::unordered_map<Ino, Attr> attrs;
+        std::unordered_map<Ino, uint32_t> names;     // entries pointing at each inode
+        std::unordered_map<Ino, uint32_t> subdirs;   // directory -> child directories
+        std::vector<std::tuple<Ino, std::string, Ino>> entries;
+        RETURN_IF_ERROR(tx.Scan("A", "B", 0, [&](std::string_view k, std::string_view v) {
+          if (k.size() < 10) return true;
+          Ino ino = kv::ReadU64BE(k.substr(1, 8));
+          char kind = k[9];
+          if (kind == 'I') {
+            Attr a;
+            if (DecodeAttr(v, &a).ok()) attrs[ino] = a;
+            else problems->push_back(fmt::format("inode {}: undecodable attributes", ino));
+          } else if (kind == 'D') {
+            Ino child = 0;
+            uint32_t type = 0;
+            if (DecodeEntry(v, &child, &type).ok()) entries.emplace_back(ino, std::string(k.substr(10)), child);
+          }
+          return true;
+        }));
+        for (auto& [parent, name, child] : entries) {
+          auto it = attrs.find(child);
+          if (it == attrs.end()) {
+            problems->push_back(fmt::format("entry {}/{} points to missing inode {}", parent, name, child));
+            continue;
+          }
+          names[child]++;
+          if (it->second.IsDir()) {
+            subdirs[parent]++;
+            if (it->second.parent != parent)
+              problems->push_back(fmt::format("directory {} is in {} but records parent {}", child, parent, it->second.parent));
+          }
+        }
+        for (auto& [ino, a] : attrs) {
+          if (ino == kRootIno) continue;
+          if (a.IsDir()) {
+            if (names[ino] != 1) problems->push_back(fmt::format("directory {} has {} names", ino, names[ino]));
+          } else if (a.nlink != names[ino] && !(a.nlink == 0 && names[ino] == 0)) {
+            problems->push_back(fmt::format("inode {} nlink {} but {} names", ino, a.nlink, names[ino]));
+          }
+        }
+        for (auto& [ino, a] : attrs)
+          if (a.IsDir() && a.nlink != 2 + subdirs[ino])
+            problems->push_back(fmt::format("directory {} nlink {} but {} subdirectories", ino, a.nlink, subdirs[ino]));
+        return Status::OK();
+      },
+      true);
+}
+
+// ---------------------------------------------------------------- factory
+
+Result<std::unique_ptr<Meta>> Open(const std::string& url) {
+  ASSIGN_OR_RETURN(auto engine, kv::Open(url));
+  return std::unique_ptr<Meta>(new KvMeta(std::move(engine)));
+}
+
+}  // namespace tessera::meta

@@ -1,0 +1,109 @@
+// KvMeta: the file system metadata over a transactional key-value engine.
+// Key layout (docs/format.md, "Metadata keys"):
+//   "setting"                      volume Format (JSON)
+//   "C" name                       counters (int64 LE): nextInode, nextSlice, nextSession, usedSpace, totalInodes
+//   "A" ino8 "I"                   inode attributes (binary, versioned)
+//   "A" ino8 "D" name              directory entry -> type1 ino8
+//   "A" ino8 "C" idx4              chunk slice list (24-byte records, appended)
+//   "A" ino8 "S"                   symlink target
+//   "A" ino8 "X" name              xattr value
+//   "A" ino8 "F" / "P"             BSD flock / POSIX lock records
+//   "D" ino8                       deleted inode whose chunks still need reclaiming -> length8
+//   "G" id8 size4                  slice whose objects must be deleted
+//   "SE" sid8 / "SH" sid8          session info (JSON) / heartbeat (unix seconds)
+//   "SS" sid8 ino8                 inode unlinked while open in that session
+//   "SL" sid8 ino8                 inode on which that session holds locks
+// All integers in keys are big-endian so scans run in numeric order.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+
+#include "kv/kv.h"
+#include "meta/meta.h"
+
+namespace tessera::meta {
+
+class KvMeta final : public Meta {
+ public:
+  explicit KvMeta(std::unique_ptr<kv::Engine> engine);
+  ~KvMeta() override;
+
+  std::string Name() const override { return engine_->Name(); }
+  Status Init(const Format& format, bool force) override;
+  Result<Format> Load() override;
+  Status StatFS(const Context& ctx, StatFs* out) override;
+
+  Status NewSession(const SessionInfo& info) override;
+  Status Heartbeat() override;
+  Status CloseSession() override;
+  Result<std::vector<SessionInfo>> ListSessions() override;
+  Result<int> CleanStaleSessions(int64_t timeout_sec) override;
+  Result<int> CleanupDeleted(const SliceDeleter& deleter, int max_items) override;
+
+  Status Lookup(const Context& ctx, Ino parent, const std::string& name, Ino* ino, Attr* attr) override;
+  Status GetAttr(const Context& ctx, Ino ino, Attr* attr) override;
+  Status SetAttr(const Context& ctx, Ino ino, uint32_t mask, const Attr& in, Attr* out) override;
+  Status Truncate(const Context& ctx, Ino ino, uint64_t length, bool check_perm, Attr* out) override;
+  Status Fallocate(const Context& ctx, Ino ino, int mode, uint64_t off, uint64_t len, Attr* out) override;
+  Status Access(const Context& ctx, Ino ino, int mask) override;
+  Status Mknod(const Context& ctx, Ino parent, const std::string& name, uint32_t mode, uint32_t cumask,
+               uint32_t rdev, const std::string& target, Ino* ino, Attr* attr) override;
+  Status Unlink(const Context& ctx, Ino parent, const std::string& name) override;
+  Status Rmdir(const Context& ctx, Ino parent, const std::string& name) override;
+  Status Rename(const Context& ctx, Ino parent_src, const std::string& name_src, Ino parent_dst,
+                const std::string& name_dst, uint32_t flags, Ino* ino, Attr* attr) override;
+  Status Link(const Context& ctx, Ino ino, Ino parent, const std::string& name, Attr* attr) override;
+  Status ReadLink(const Context& ctx, Ino ino, std::string* target) override;
+  Status Readdir(const Context& ctx, Ino ino, bool plus, std::vector<Entry>* entries) override;
+
+  Status Open(const Context& ctx, Ino ino, int flags, Attr* attr) override;
+  Status Close(const Context& ctx, Ino ino) override;
+
+  Status Read(Ino ino, uint32_t chunk_index, std::vector<chunk::Slice>* slices) override;
+  Status Write(const Context& ctx, Ino ino, uint32_t chunk_index, const chunk::Slice& slice, Attr* attr) override;
+  Result<uint64_t> NewSliceId() override;
+
+  Status GetXattr(const Context& ctx, Ino ino, const std::string& name, std::string* value) override;
+  Status SetXattr(const Context& ctx, Ino ino, const std::string& name, const std::string& value, int flags) override;
+  Status ListXattr(const Context& ctx, Ino ino, std::vector<std::string>* names) override;
+  Status RemoveXattr(const Context& ctx, Ino ino, const std::string& name) override;
+
+  Status Flock(const Context& ctx, Ino ino, uint64_t owner, LockType type) override;
+  Status GetLk(const Context& ctx, Ino ino, uint64_t owner, PosixLock* lock) override;
+  Status SetLk(const Context& ctx, Ino ino, uint64_t owner, const PosixLock& lock) override;
+
+  Status Check(std::vector<std::string>* problems) override;
+
+ private:
+  // Allocates ids from counter `name` in batches; guarded by id_mu_.
+  struct IdPool {
+    uint64_t next = 0;
+    uint64_t end = 0;
+  };
+  Result<uint64_t> AllocId(const char* counter, IdPool* pool, uint64_t batch);
+  bool IsOpenLocally(Ino ino);
+  // Drops an inode whose nlink reached 0 inside the transaction: kept as
+  // "sustained" if open in this client, else its records go and its data is
+  // queued for reclaiming.
+  Status ReleaseInodeTx(kv::Txn& tx, Ino ino, const Attr& attr);
+  Status DeleteInodeTx(kv::Txn& tx, Ino ino, const Attr& attr);
+  Status CleanSessionTx(kv::Txn& tx, uint64_t sid);
+  Status TruncateChunksTx(kv::Txn& tx, Ino ino, uint64_t old_len, uint64_t new_len);
+  Status AppendHoleTx(kv::Txn& tx, Ino ino, uint64_t off, uint64_t end);
+
+  const std::unique_ptr<kv::Engine> engine_;
+
+  std::mutex id_mu_;
+  IdPool inode_pool_;  // guarded by id_mu_
+  IdPool slice_pool_;  // guarded by id_mu_
+
+  std::mutex open_mu_;
+  std::unordered_map<Ino, int> open_count_;  // guarded by open_mu_
+
+  uint64_t sid_ = 0;  // set once by NewSession before any file operation
+  Format format_;     // set by Init/Load before use
+};
+
+}  // namespace tessera::meta

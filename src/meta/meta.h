@@ -1,0 +1,205 @@
+// The metadata engine interface: inodes, directory entries, chunk slice lists,
+// xattrs, locks and sessions. Every method is one atomic operation: either all
+// of its effects become visible or none do, so a crash at any point leaves a
+// consistent tree. Permission checks (POSIX, for non-root callers) happen here,
+// inside the same transaction that performs the operation.
+//
+// Implementations: KvMeta (src/meta/kv_meta.h) over any kv::Engine (memory,
+// sqlite3). One conformance suite (tests/meta/meta_conformance_test.cc) runs on
+// every engine.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "chunk/layout.h"
+#include "common/status.h"
+#include "meta/format.h"
+
+namespace tessera::meta {
+
+using Ino = uint64_t;
+constexpr Ino kRootIno = 1;
+constexpr size_t kMaxName = 255;
+constexpr size_t kMaxSymlink = 4095;
+constexpr uint64_t kMaxFileSize = 1ull << 50;  // 1 PiB
+
+struct Timespec {
+  int64_t sec = 0;
+  uint32_t nsec = 0;
+  bool operator==(const Timespec&) const = default;
+};
+Timespec Now();
+
+// Inode attributes. `mode` is the full st_mode (S_IFMT type bits + 07777).
+struct Attr {
+  uint32_t mode = 0;
+  uint32_t uid = 0;
+  uint32_t gid = 0;
+  uint32_t nlink = 0;
+  uint32_t rdev = 0;
+  uint64_t length = 0;  // bytes; for symlinks the target length
+  Ino parent = 0;       // directories: the parent directory; others: first parent
+  Timespec atime, mtime, ctime;
+  bool IsDir() const;
+  bool IsFile() const;
+  bool IsSymlink() const;
+};
+
+// Who is calling. Supplementary groups are filled only when needed (non-root).
+struct Context {
+  uint32_t uid = 0;
+  uint32_t gid = 0;
+  uint32_t pid = 0;
+  std::vector<uint32_t> gids;
+  bool IsRoot() const { return uid == 0; }
+  bool InGroup(uint32_t g) const;
+  static Context Root() { return Context{}; }
+};
+
+struct Entry {
+  std::string name;
+  Ino ino = 0;
+  Attr attr;  // filled completely when asked for attributes (readdirplus)
+};
+
+// SetAttr mask bits.
+enum SetAttrMask : uint32_t {
+  kSetMode = 1 << 0,
+  kSetUid = 1 << 1,
+  kSetGid = 1 << 2,
+  kSetAtime = 1 << 3,
+  kSetMtime = 1 << 4,
+  kSetAtimeNow = 1 << 5,
+  kSetMtimeNow = 1 << 6,
+  kSetCtime = 1 << 7,
+};
+
+// Rename flags (same values as renameat2).
+constexpr uint32_t kRenameNoReplace = 1;
+constexpr uint32_t kRenameExchange = 2;
+
+// Lock types.
+enum LockType : uint32_t { kUnlock = 0, kReadLock = 1, kWriteLock = 2 };
+
+struct PosixLock {
+  LockType type = kUnlock;
+  uint64_t start = 0;
+  uint64_t end = 0;  // inclusive; UINT64_MAX = to EOF
+  uint32_t pid = 0;
+};
+
+struct StatFs {
+  uint64_t total_space = 0;
+  uint64_t avail_space = 0;
+  uint64_t used_inodes = 0;
+  uint64_t avail_inodes = 0;
+};
+
+struct SessionInfo {
+  uint64_t sid = 0;
+  std::string host;
+  std::string mount_point;
+  uint32_t pid = 0;
+  std::string version;
+  int64_t heartbeat = 0;  // unix seconds
+};
+
+// Deletes the objects of one slice; called by background cleanup.
+using SliceDeleter = std::function<Status(uint64_t id, uint32_t size)>;
+
+class Meta {
+ public:
+  virtual ~Meta() = default;
+  virtual std::string Name() const = 0;
+
+  // ---- volume ----
+  // Writes the settings record and the root directory. EEXIST if a volume is
+  // already there (unless force, which keeps the data but rewrites settings).
+  virtual Status Init(const Format& format, bool force) = 0;
+  // ENOENT when no volume was formatted here.
+  virtual Result<Format> Load() = 0;
+  virtual Status StatFS(const Context& ctx, StatFs* out) = 0;
+
+  // ---- sessions (one per mount) ----
+  virtual Status NewSession(const SessionInfo& info) = 0;
+  virtual Status Heartbeat() = 0;
+  virtual Status CloseSession() = 0;
+  virtual Result<std::vector<SessionInfo>> ListSessions() = 0;
+  // Cleans sessions whose heartbeat is older than timeout_sec, or whose
+  // process is known dead (same host): their open-unlinked inodes are
+  // reclaimed and their locks released. Returns how many were cleaned.
+  virtual Result<int> CleanStaleSessions(int64_t timeout_sec) = 0;
+  // Background work: removes data of deleted inodes and deletes the objects of
+  // unreferenced slices. Returns the number of slices deleted.
+  virtual Result<int> CleanupDeleted(const SliceDeleter& deleter, int max_items) = 0;
+
+  // ---- namespace ----
+  virtual Status Lookup(const Context& ctx, Ino parent, const std::string& name, Ino* ino, Attr* attr) = 0;
+  virtual Status GetAttr(const Context& ctx, Ino ino, Attr* attr) = 0;
+  virtual Status SetAttr(const Context& ctx, Ino ino, uint32_t mask, const Attr& in, Attr* out) = 0;
+  // check_perm=false for ftruncate on a descriptor already open for writing.
+  virtual Status Truncate(const Context& ctx, Ino ino, uint64_t length, bool check_perm, Attr* out) = 0;
+  // mode: 0, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE|KEEP_SIZE, FALLOC_FL_ZERO_RANGE[|KEEP_SIZE].
+  virtual Status Fallocate(const Context& ctx, Ino ino, int mode, uint64_t off, uint64_t len, Attr* out) = 0;
+  // mask: R_OK|W_OK|X_OK (F_OK = 0 checks existence only).
+  virtual Status Access(const Context& ctx, Ino ino, int mask) = 0;
+  // Creates a file, directory, device, FIFO, socket or symlink (target set).
+  // `mode` has the S_IFMT bits; cumask is applied to the permission bits.
+  virtual Status Mknod(const Context& ctx, Ino parent, const std::string& name, uint32_t mode,
+                       uint32_t cumask, uint32_t rdev, const std::string& target, Ino* ino, Attr* attr) = 0;
+  virtual Status Unlink(const Context& ctx, Ino parent, const std::string& name) = 0;
+  virtual Status Rmdir(const Context& ctx, Ino parent, const std::string& name) = 0;
+  virtual Status Rename(const Context& ctx, Ino parent_src, const std::string& name_src, Ino parent_dst,
+                        const std::string& name_dst, uint32_t flags, Ino* ino, Attr* attr) = 0;
+  virtual Status Link(const Context& ctx, Ino ino, Ino parent, const std::string& name, Attr* attr) = 0;
+  virtual Status ReadLink(const Context& ctx, Ino ino, std::string* target) = 0;
+  // Lists a directory (without "." and ".."), attributes filled when plus.
+  virtual Status Readdir(const Context& ctx, Ino ino, bool plus, std::vector<Entry>* entries) = 0;
+
+  // ---- open files ----
+  // Checks permission for the open flags and counts the open in this client
+  // (an open file that is unlinked keeps its data until the last Close).
+  virtual Status Open(const Context& ctx, Ino ino, int flags, Attr* attr) = 0;
+  virtual Status Close(const Context& ctx, Ino ino) = 0;
+
+  // ---- data: chunk slice lists ----
+  virtual Status Read(Ino ino, uint32_t chunk_index, std::vector<chunk::Slice>* slices) = 0;
+  // Appends a slice to the chunk, extends the length to cover it, sets
+  // mtime/ctime. ENOSPC when over the volume capacity.
+  virtual Status Write(const Context& ctx, Ino ino, uint32_t chunk_index, const chunk::Slice& slice, Attr* attr) = 0;
+  virtual Result<uint64_t> NewSliceId() = 0;
+
+  // ---- xattrs ----
+  virtual Status GetXattr(const Context& ctx, Ino ino, const std::string& name, std::string* value) = 0;
+  // flags: XATTR_CREATE, XATTR_REPLACE.
+  virtual Status SetXattr(const Context& ctx, Ino ino, const std::string& name, const std::string& value, int flags) = 0;
+  virtual Status ListXattr(const Context& ctx, Ino ino, std::vector<std::string>* names) = 0;
+  virtual Status RemoveXattr(const Context& ctx, Ino ino, const std::string& name) = 0;
+
+  // ---- locks (owner: the kernel's lock owner; scoped to this session) ----
+  // BSD flock. EAGAIN when it conflicts (the caller retries for blocking locks).
+  virtual Status Flock(const Context& ctx, Ino ino, uint64_t owner, LockType type) = 0;
+  // POSIX record lock query: on return lock->type is kUnlock if none conflicts.
+  virtual Status GetLk(const Context& ctx, Ino ino, uint64_t owner, PosixLock* lock) = 0;
+  // EAGAIN on conflict.
+  virtual Status SetLk(const Context& ctx, Ino ino, uint64_t owner, const PosixLock& lock) = 0;
+
+  // ---- tools ----
+  // Checks the tree's invariants (entries point to inodes, nlink counts,
+  // directory parents); returns problems found as text lines.
+  virtual Status Check(std::vector<std::string>* problems) = 0;
+};
+
+// Opens a metadata engine from a META-URL (sqlite3://PATH, memory://NAME).
+Result<std::unique_ptr<Meta>> Open(const std::string& url);
+
+// POSIX permission check of `mask` (R_OK|W_OK|X_OK) against attr for ctx.
+Status CheckPermission(const Context& ctx, const Attr& attr, int mask);
+
+}  // namespace tessera::meta

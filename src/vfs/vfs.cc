@@ -1,0 +1,514 @@
+#include "vfs/vfs.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include "common/log.h"
+
+namespace tessera::vfs {
+
+using chunk::kChunkSize;
+using chunk::Slice;
+
+Vfs::Vfs(meta::Meta* meta, chunk::ChunkStore* store, Config config)
+    : meta_(meta), store_(store), config_(std::move(config)) {}
+
+Vfs::~Vfs() { Stop(); }
+
+Status Vfs::Start() {
+  meta::SessionInfo info;
+  info.mount_point = config_.mount_point;
+  info.version = TESSERA_VERSION;
+  RETURN_IF_ERROR(meta_->NewSession(info));
+  auto cleaned = meta_->CleanStaleSessions(config_.session_timeout_s);
+  if (cleaned.ok() && *cleaned > 0) LOG_INFO("cleaned {} stale session(s)", *cleaned);
+  bg_thread_ = std::thread([this] { BackgroundLoop(); });
+  started_ = true;
+  return Status::OK();
+}
+
+void Vfs::Stop() {
+  if (!started_) return;
+  started_ = false;
+  std::vector<std::pair<Ino, std::shared_ptr<FileState>>> files;
+  {
+    std::lock_guard<std::mutex> g(table_mu_);
+    files.assign(files_.begin(), files_.end());
+  }
+  for (auto& [ino, f] : files) {
+    std::lock_guard<std::mutex> g(f->mu);
+    Status st = CommitLocked(Context::Root(), ino, *f);
+    if (!st.ok()) LOG_ERROR("flushing inode {} at unmount: {}", ino, st.ToString());
+  }
+  {
+    std::lock_guard<std::mutex> g(bg_mu_);
+    stopping_ = true;
+  }
+  bg_cv_.notify_all();
+  if (bg_thread_.joinable()) bg_thread_.join();
+  Status st = meta_->CloseSession();
+  if (!st.ok()) LOG_ERROR("closing session: {}", st.ToString());
+}
+
+void Vfs::BackgroundLoop() {
+  auto last_heartbeat = std::chrono::steady_clock::now();
+  auto last_clean = last_heartbeat;
+  auto deleter = [this](uint64_t id, uint32_t size) { return store_->DeleteSlice(id, size); };
+  std::unique_lock<std::mutex> lk(bg_mu_);
+  while (!stopping_) {
+    bg_cv_.wait_for(lk, std::chrono::milliseconds(config_.cleanup_interval_ms));
+    if (stopping_) break;
+    lk.unlock();
+    auto r = meta_->CleanupDeleted(deleter, 1000);
+    if (!r.ok()) LOG_WARN("background cleanup: {}", r.status().ToString());
+    auto now = std::chrono::steady_clock::now();
+    if (now - last_heartbeat >= std::chrono::seconds(config_.heartbeat_interval_s)) {
+      Status st = meta_->Heartbeat();
+      if (!st.ok()) LOG_WARN("session heartbeat: {}", st.ToString());
+      last_heartbeat = now;
+    }
+    if (now - last_clean >= std::chrono::seconds(60)) {
+      auto c = meta_->CleanStaleSessions(config_.session_timeout_s);
+      if (!c.ok()) LOG_WARN("stale session cleanup: {}", c.status().ToString());
+      last_clean = now;
+    }
+    lk.lock();
+  }
+}
+
+// ---------------------------------------------------------------- file table
+
+std::shared_ptr<FileState> Vfs::AcquireFile(Ino ino, uint64_t length) {
+  std::lock_guard<std::mutex> g(table_mu_);
+  auto& f = files_[ino];
+  if (!f) {
+    f = std::make_shared<FileState>();
+    f->committed_length = length;
+  }
+  f->handles++;
+  return f;
+}
+
+void Vfs::ReleaseFile(Ino ino) {
+  std::lock_guard<std::mutex> g(table_mu_);
+  auto it = files_.find(ino);
+  if (it != files_.end() && --it->second->handles <= 0) files_.erase(it);
+}
+
+std::shared_ptr<FileState> Vfs::FindFile(Ino ino) {
+  std::lock_guard<std::mutex> g(table_mu_);
+  auto it = files_.find(ino);
+  return it == files_.end() ? nullptr : it->second;
+}
+
+// ---------------------------------------------------------------- namespace
+
+namespace {
+// Pending writes make a file longer than the engine knows.
+void ApplyPending(FileState* f, Attr* attr) {
+  if (f && attr->IsFile()) attr->length = std::max(attr->length, f->pending.End());
+}
+}  // namespace
+
+Status Vfs::Lookup(const Context& ctx, Ino parent, const std::string& name, Ino* ino, Attr* attr) {
+  RETURN_IF_ERROR(meta_->Lookup(ctx, parent, name, ino, attr));
+  if (auto f = FindFile(*ino)) {
+    std::lock_guard<std::mutex> g(f->mu);
+    ApplyPending(f.get(), attr);
+  }
+  return Status::OK();
+}
+
+Status Vfs::GetAttr(const Context& ctx, Ino ino, Attr* attr) {
+  RETURN_IF_ERROR(meta_->GetAttr(ctx, ino, attr));
+  if (auto f = FindFile(ino)) {
+    std::lock_guard<std::mutex> g(f->mu);
+    ApplyPending(f.get(), attr);
+  }
+  return Status::OK();
+}
+
+Status Vfs::SetAttr(const Context& ctx, Ino ino, Handle* fh, uint32_t mask, const Attr& in, bool has_size,
+                    uint64_t size, Attr* out) {
+  if (has_size) {
+    auto f = FindFile(ino);
+    if (f) {
+      std::lock_guard<std::mutex> g(f->mu);
+      // Writes below the new size must land first; those above are dropped.
+      f->pending.TruncateTo(size);
+      RETURN_IF_ERROR(CommitLocked(ctx, ino, *f));
+      RETURN_IF_ERROR(meta_->Truncate(ctx, ino, size, fh == nullptr, out));
+      f->committed_length = out->length;
+    } else {
+      RETURN_IF_ERROR(meta_->Truncate(ctx, ino, size, fh == nullptr, out));
+    }
+  }
+  if (mask != 0 || !has_size) RETURN_IF_ERROR(meta_->SetAttr(ctx, ino, mask, in, out));
+  if (auto f = FindFile(ino)) {
+    std::lock_guard<std::mutex> g(f->mu);
+    ApplyPending(f.get(), out);
+  }
+  return Status::OK();
+}
+
+Status Vfs::Mknod(const Context& ctx, Ino parent, const std::string& name, uint32_t mode, uint32_t umask,
+                  uint32_t rdev, Ino* ino, Attr* attr) {
+  if ((mode & S_IFMT) == S_IFDIR || (mode & S_IFMT) == S_IFLNK) return Status::Err(EINVAL);
+  return meta_->Mknod(ctx, parent, name, mode, umask, rdev, "", ino, attr);
+}
+
+Status Vfs::Mkdir(const Context& ctx, Ino parent, const std::string& name, uint32_t mode, uint32_t umask, Ino* ino,
+                  Attr* attr) {
+  return meta_->Mknod(ctx, parent, name, S_IFDIR | (mode & 07777), umask, 0, "", ino, attr);
+}
+
+Status Vfs::Symlink(const Context& ctx, Ino parent, const std::string& name, const std::string& target, Ino* ino,
+                    Attr* attr) {
+  return meta_->Mknod(ctx, parent, name, S_IFLNK | 0777, 0, 0, target, ino, attr);
+}
+
+Status Vfs::Unlink(const Context& ctx, Ino parent, const std::string& name) { return meta_->Unlink(ctx, parent, name); }
+Status Vfs::Rmdir(const Context& ctx, Ino parent, const std::string& name) { return meta_->Rmdir(ctx, parent, name); }
+
+Status Vfs::Rename(const Context& ctx, Ino parent, const std::string& name, Ino new_parent,
+                   const std::string& new_name, uint32_t flags) {
+  Ino ino = 0;
+  Attr attr;
+  return meta_->Rename(ctx, parent, name, new_parent, new_name, flags, &ino, &attr);
+}
+
+Status Vfs::Link(const Context& ctx, Ino ino, Ino new_parent, const std::string& new_name, Attr* attr) {
+  RETURN_IF_ERROR(meta_->Link(ctx, ino, new_parent, new_name, attr));
+  if (auto f = FindFile(ino)) {
+    std::lock_guard<std::mutex> g(f->mu);
+    ApplyPending(f.get(), attr);
+  }
+  return Status::OK();
+}
+
+Status Vfs::ReadLink(const Context& ctx, Ino ino, std::string* target) { return meta_->ReadLink(ctx, ino, target); }
+Status Vfs::Access(const Context& ctx, Ino ino, int mask) { return meta_->Access(ctx, ino, mask); }
+Status Vfs::StatFS(const Context& ctx, meta::StatFs* out) { return meta_->StatFS(ctx, out); }
+
+// ---------------------------------------------------------------- files
+
+Status Vfs::Open(const Context& ctx, Ino ino, int flags, Handle** fh, Attr* attr) {
+  RETURN_IF_ERROR(meta_->Open(ctx, ino, flags, attr));
+  auto h = std::make_unique<Handle>();
+  h->ino = ino;
+  h->flags = flags;
+  if (attr->IsFile()) {
+    h->file = AcquireFile(ino, attr->length);
+    std::lock_guard<std::mutex> g(h->file->mu);
+    h->file->committed_length = attr->length;
+    ApplyPending(h->file.get(), attr);
+  }
+  *fh = h.release();
+  return Status::OK();
+}
+
+Status Vfs::Create(const Context& ctx, Ino parent, const std::string& name, uint32_t mode, uint32_t umask, int flags,
+                   Handle** fh, Ino* ino, Attr* attr) {
+  Status st = meta_->Mknod(ctx, parent, name, S_IFREG | (mode & 07777), umask, 0, "", ino, attr);
+  if (st.code() == EEXIST && !(flags & O_EXCL)) {
+    // Created meanwhile by someone else: open it like open(2) without O_EXCL.
+    RETURN_IF_ERROR(meta_->Lookup(ctx, parent, name, ino, attr));
+    if (attr->IsDir()) return Status::Err(EISDIR);
+    RETURN_IF_ERROR(Open(ctx, *ino, flags, fh, attr));
+    if (flags & O_TRUNC) {
+      Attr out;
+      Status tst = SetAttr(ctx, *ino, *fh, 0, Attr{}, true, 0, &out);
+      if (!tst.ok()) {
+        (void)Release(ctx, *fh);
+        return tst;
+      }
+      *attr = out;
+    }
+    return Status::OK();
+  }
+  RETURN_IF_ERROR(st);
+  // The creator may open the new file whatever its mode says.
+  RETURN_IF_ERROR(meta_->Open(Context::Root(), *ino, flags & ~O_TRUNC, attr));
+  auto h = std::make_unique<Handle>();
+  h->ino = *ino;
+  h->flags = flags;
+  h->file = AcquireFile(*ino, 0);
+  *fh = h.release();
+  return Status::OK();
+}
+
+Status Vfs::CommitLocked(const Context& ctx, Ino ino, FileState& f) {
+  if (f.pending.empty()) return Status::OK();
+  for (const auto& [index, ranges] : f.pending.chunks()) {
+    for (const auto& [pos, bytes] : ranges) {
+      ASSIGN_OR_RETURN(uint64_t id, meta_->NewSliceId());
+      auto writer = store_->NewWriter(id);
+      uint32_t n = uint32_t(bytes.size());
+      Status st = writer->WriteAt(bytes.data(), n, 0);
+      if (st.ok()) st = writer->Finish(n);
+      if (!st.ok()) {
+        writer->Abort();
+        return st.With("uploading slice");
+      }
+      Attr attr;
+      st = meta_->Write(ctx, ino, index, Slice{pos, id, n, 0, n}, &attr);
+      if (!st.ok()) {
+        writer->Abort();
+        return st;
+      }
+      f.committed_length = attr.length;
+    }
+  }
+  f.pending.Clear();
+  return Status::OK();
+}
+
+Status Vfs::ReadCommitted(Ino ino, uint64_t off, size_t size, char* buf) {
+  std::memset(buf, 0, size);
+  const uint64_t start = off, end = off + size;
+  std::vector<Slice> slices;
+  while (off < end) {
+    uint32_t index = uint32_t(off / kChunkSize);
+    uint64_t base = uint64_t(index) * kChunkSize;
+    uint64_t chunk_end = std::min(end, base + kChunkSize);
+    RETURN_IF_ERROR(meta_->Read(ino, index, &slices));
+    for (const Slice& s : chunk::BuildView(slices)) {
+      if (s.id == 0) continue;
+      uint64_t ps = base + s.pos, pe = ps + s.len;
+      uint64_t rs = std::max(ps, off), re = std::min(pe, chunk_end);
+      if (rs >= re) continue;
+      RETURN_IF_ERROR(store_->ReadSlice(s.id, s.size, uint32_t(s.off + (rs - ps)), uint32_t(re - rs),
+                                        buf + (rs - start)));
+    }
+    off = chunk_end;
+  }
+  return Status::OK();
+}
+
+Status Vfs::ReadLocked(Ino ino, FileState& f, uint64_t off, size_t size, char* buf, size_t* n) {
+  Attr attr;
+  RETURN_IF_ERROR(meta_->GetAttr(Context::Root(), ino, &attr));
+  f.committed_length = attr.length;
+  uint64_t length = std::max(attr.length, f.pending.End());
+  if (off >= length) {
+    *n = 0;
+    return Status::OK();
+  }
+  size = size_t(std::min<uint64_t>(size, length - off));
+  RETURN_IF_ERROR(ReadCommitted(ino, off, size, buf));
+  f.pending.Overlay(off, size, buf);
+  *n = size;
+  return Status::OK();
+}
+
+Result<size_t> Vfs::Read(const Context& ctx, Handle* fh, uint64_t off, size_t size, char* buf) {
+  if (!fh->file) return Status::Err(EISDIR);
+  if ((fh->flags & O_ACCMODE) == O_WRONLY) return Status::Err(EBADF);
+  std::lock_guard<std::mutex> g(fh->file->mu);
+  size_t n = 0;
+  RETURN_IF_ERROR(ReadLocked(fh->ino, *fh->file, off, size, buf, &n));
+  return n;
+}
+
+Result<size_t> Vfs::Write(const Context& ctx, Handle* fh, uint64_t off, const char* data, size_t size) {
+  if (!fh->file) return Status::Err(EISDIR);
+  if ((fh->flags & O_ACCMODE) == O_RDONLY) return Status::Err(EBADF);
+  if (off + size > meta::kMaxFileSize) return Status::Err(EFBIG);
+  FileState& f = *fh->file;
+  std::lock_guard<std::mutex> g(f.mu);
+  f.pending.Write(off, data, size);
+  if (f.pending.bytes() >= config_.file_buffer_limit) RETURN_IF_ERROR(CommitLocked(ctx, fh->ino, f));
+  return size;
+}
+
+Status Vfs::Flush(const Context& ctx, Handle* fh) {
+  if (!fh->file) return Status::OK();
+  std::lock_guard<std::mutex> g(fh->file->mu);
+  return CommitLocked(ctx, fh->ino, *fh->file);
+}
+
+Status Vfs::Fsync(const Context& ctx, Handle* fh) { return Flush(ctx, fh); }
+
+Status Vfs::Release(const Context& ctx, Handle* fh) {
+  std::unique_ptr<Handle> h(fh);
+  Status st;
+  if (h->file) {
+    {
+      std::lock_guard<std::mutex> g(h->file->mu);
+      st = CommitLocked(ctx, h->ino, *h->file);
+    }
+    ReleaseFile(h->ino);
+  }
+  Status cst = meta_->Close(ctx, h->ino);
+  return st.ok() ? cst : st;
+}
+
+Status Vfs::Fallocate(const Context& ctx, Handle* fh, int mode, uint64_t off, uint64_t len) {
+  if (!fh->file) return Status::Err(ENODEV);
+  if ((fh->flags & O_ACCMODE) == O_RDONLY) return Status::Err(EBADF);
+  std::lock_guard<std::mutex> g(fh->file->mu);
+  RETURN_IF_ERROR(CommitLocked(ctx, fh->ino, *fh->file));
+  Attr attr;
+  RETURN_IF_ERROR(meta_->Fallocate(ctx, fh->ino, mode, off, len, &attr));
+  fh->file->committed_length = attr.length;
+  return Status::OK();
+}
+
+Result<size_t> Vfs::CopyFileRange(const Context& ctx, Handle* in, uint64_t off_in, Handle* out, uint64_t off_out,
+                                  size_t len) {
+  if (!in->file || !out->file) return Status::Err(EISDIR);
+  if ((in->flags & O_ACCMODE) == O_WRONLY || (out->flags & O_ACCMODE) == O_RDONLY) return Status::Err(EBADF);
+  if (in->ino == out->ino && off_in < off_out + len && off_out < off_in + len) return Status::Err(EINVAL);
+  constexpr size_t kStep = 4u << 20;
+  std::string buf;
+  size_t copied = 0;
+  while (copied < len) {
+    size_t want = std::min(kStep, len - copied);
+    buf.resize(want);
+    size_t n = 0;
+    {
+      std::lock_guard<std::mutex> g(in->file->mu);
+      RETURN_IF_ERROR(ReadLocked(in->ino, *in->file, off_in + copied, want, buf.data(), &n));
+    }
+    if (n == 0) break;
+    ASSIGN_OR_RETURN(size_t w, Write(ctx, out, off_out + copied, buf.data(), n));
+    copied += w;
+    if (n < want) break;
+  }
+  return copied;
+}
+
+Result<uint64_t> Vfs::Lseek(const Context& ctx, Handle* fh, uint64_t off, int whence) {
+  if (!fh->file) return Status::Err(EINVAL);
+  std::lock_guard<std::mutex> g(fh->file->mu);
+  RETURN_IF_ERROR(CommitLocked(ctx, fh->ino, *fh->file));
+  Attr attr;
+  RETURN_IF_ERROR(meta_->GetAttr(ctx, fh->ino, &attr));
+  if (off >= attr.length) return Status::Err(ENXIO);
+  // Data = bytes covered by a real slice; everything else is a hole.
+  std::vector<Slice> slices;
+  uint64_t pos = off;
+  while (pos < attr.length) {
+    uint32_t index = uint32_t(pos / kChunkSize);
+    uint64_t base = uint64_t(index) * kChunkSize;
+    RETURN_IF_ERROR(meta_->Read(fh->ino, index, &slices));
+    uint64_t chunk_end = std::min<uint64_t>(attr.length, base + kChunkSize);
+    for (const Slice& s : chunk::BuildView(slices)) {
+      uint64_t ps = base + s.pos, pe = std::min(ps + s.len, chunk_end);
+      if (pe <= pos) continue;
+      if (whence == SEEK_DATA && s.id != 0) return std::max(pos, ps);
+      if (whence == SEEK_HOLE) {
+        if (ps > pos) return pos;            // gap before this piece
+        if (s.id == 0) return pos;           // explicit hole
+        pos = pe;                            // data: keep looking after it
+      }
+    }
+    if (whence == SEEK_HOLE && pos < chunk_end) return pos;  // gap at the chunk tail
+    pos = chunk_end;
+  }
+  if (whence == SEEK_HOLE) return attr.length;
+  return Status::Err(ENXIO);
+}
+
+// ---------------------------------------------------------------- directories
+
+Status Vfs::OpenDir(const Context& ctx, Ino ino, int flags, Handle** fh) {
+  Attr attr;
+  RETURN_IF_ERROR(meta_->GetAttr(ctx, ino, &attr));
+  if (!attr.IsDir()) return Status::Err(ENOTDIR);
+  RETURN_IF_ERROR(meta::CheckPermission(ctx, attr, R_OK));
+  auto h = std::make_unique<Handle>();
+  h->ino = ino;
+  h->flags = flags;
+  *fh = h.release();
+  return Status::OK();
+}
+
+Status Vfs::ReadDir(const Context& ctx, Handle* fh, uint64_t offset, bool plus, const std::vector<meta::Entry>** out) {
+  std::lock_guard<std::mutex> g(fh->dir_mu);
+  if (offset == 0 || !fh->listed) {
+    std::vector<meta::Entry> entries;
+    RETURN_IF_ERROR(meta_->Readdir(ctx, fh->ino, plus, &entries));
+    Attr self;
+    RETURN_IF_ERROR(meta_->GetAttr(ctx, fh->ino, &self));
+    meta::Entry dot{".", fh->ino, self};
+    meta::Entry dotdot{"..", self.parent, Attr{}};
+    dotdot.attr.mode = S_IFDIR;
+    if (plus && self.parent != fh->ino) (void)meta_->GetAttr(ctx, self.parent, &dotdot.attr);
+    else if (plus) dotdot.attr = self;
+    fh->entries.clear();
+    fh->entries.reserve(entries.size() + 2);
+    fh->entries.push_back(std::move(dot));
+    fh->entries.push_back(std::move(dotdot));
+    for (auto& e : entries) fh->entries.push_back(std::move(e));
+    if (plus) {
+      for (auto& e : fh->entries) {
+        if (auto f = FindFile(e.ino)) {
+          std::lock_guard<std::mutex> fg(f->mu);
+          ApplyPending(f.get(), &e.attr);
+        }
+      }
+    }
+    fh->listed = true;
+  }
+  *out = &fh->entries;
+  return Status::OK();
+}
+
+Status Vfs::ReleaseDir(Handle* fh) {
+  delete fh;
+  return Status::OK();
+}
+
+// ---------------------------------------------------------------- xattrs
+
+Status Vfs::GetXattr(const Context& ctx, Ino ino, const std::string& name, std::string* value) {
+  return meta_->GetXattr(ctx, ino, name, value);
+}
+Status Vfs::SetXattr(const Context& ctx, Ino ino, const std::string& name, const std::string& value, int flags) {
+  return meta_->SetXattr(ctx, ino, name, value, flags);
+}
+Status Vfs::ListXattr(const Context& ctx, Ino ino, std::vector<std::string>* names) {
+  return meta_->ListXattr(ctx, ino, names);
+}
+Status Vfs::RemoveXattr(const Context& ctx, Ino ino, const std::string& name) {
+  return meta_->RemoveXattr(ctx, ino, name);
+}
+
+// ---------------------------------------------------------------- locks
+
+namespace {
+// Retries a lock request that conflicts until it succeeds or the caller is
+// interrupted (the kernel turns EINTR into a restart or a signal return).
+Status RetryLock(bool block, const std::function<bool()>& interrupted, const std::function<Status()>& attempt) {
+  int delay_ms = 1;
+  for (;;) {
+    Status st = attempt();
+    if (st.code() != EAGAIN || !block) return st;
+    if (interrupted && interrupted()) return Status::Err(EINTR);
+    std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+    delay_ms = std::min(delay_ms * 2, 50);
+  }
+}
+}  // namespace
+
+Status Vfs::Flock(const Context& ctx, Ino ino, uint64_t owner, meta::LockType type, bool block,
+                  const std::function<bool()>& interrupted) {
+  return RetryLock(block, interrupted, [&] { return meta_->Flock(ctx, ino, owner, type); });
+}
+
+Status Vfs::GetLk(const Context& ctx, Ino ino, uint64_t owner, meta::PosixLock* lock) {
+  return meta_->GetLk(ctx, ino, owner, lock);
+}
+
+Status Vfs::SetLk(const Context& ctx, Ino ino, uint64_t owner, const meta::PosixLock& lock, bool block,
+                  const std::function<bool()>& interrupted) {
+  return RetryLock(block, interrupted, [&] { return meta_->SetLk(ctx, ino, owner, lock); });
+}
+
+}  // namespace tessera::vfs

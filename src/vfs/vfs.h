@@ -1,0 +1,152 @@
+// The VFS: file handles, reads and writes on top of the metadata engine and
+// the chunk store. It knows nothing about FUSE: the adapter in src/fuse calls
+// these methods with a meta::Context and turns the Status into a reply.
+//
+// Concurrency: every public method may be called from many threads at once.
+// Per-inode data state (FileState) is guarded by its own mutex; the handle and
+// file tables by table_mu_. Lock order: table_mu_ before FileState::mu.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "chunk/chunk_store.h"
+#include "meta/meta.h"
+#include "vfs/write_buffer.h"
+
+namespace tessera::vfs {
+
+using meta::Attr;
+using meta::Context;
+using meta::Ino;
+
+// Every option of a mount, with its default, in one place.
+struct Config {
+  // Kernel cache timeouts in seconds (see docs/consistency.md).
+  double attr_timeout = 1.0;
+  double entry_timeout = 1.0;
+  double dir_entry_timeout = 1.0;
+  double negative_timeout = 0.0;
+  // Pending (not yet uploaded) bytes per file before writes are pushed out.
+  size_t file_buffer_limit = 64u << 20;
+  // Background jobs.
+  int cleanup_interval_ms = 1000;
+  int heartbeat_interval_s = 10;
+  int session_timeout_s = 300;
+  std::string mount_point;
+};
+
+// Per-inode data state shared by every handle of the inode in this client.
+struct FileState {
+  std::mutex mu;
+  int handles = 0;              // guarded by Vfs::table_mu_
+  WriteBuffer pending;          // guarded by mu: written, not yet committed
+  uint64_t committed_length = 0;  // guarded by mu: length known to the engine
+};
+
+struct Handle {
+  Ino ino = 0;
+  int flags = 0;
+  std::shared_ptr<FileState> file;  // regular files
+  std::vector<meta::Entry> entries;  // directories: listing taken at offset 0
+  bool listed = false;
+  std::mutex dir_mu;                 // guards entries/listed
+};
+
+class Vfs {
+ public:
+  Vfs(meta::Meta* meta, chunk::ChunkStore* store, Config config);
+  ~Vfs();
+
+  // Registers the session and starts background jobs.
+  Status Start();
+  // Flushes every file, stops background jobs and closes the session.
+  void Stop();
+
+  const Config& config() const { return config_; }
+  meta::Meta* meta() const { return meta_; }
+
+  Status Lookup(const Context& ctx, Ino parent, const std::string& name, Ino* ino, Attr* attr);
+  Status GetAttr(const Context& ctx, Ino ino, Attr* attr);
+  // mask: meta::SetAttrMask bits; size applies when has_size.
+  Status SetAttr(const Context& ctx, Ino ino, Handle* fh, uint32_t mask, const Attr& in, bool has_size,
+                 uint64_t size, Attr* out);
+  Status Mknod(const Context& ctx, Ino parent, const std::string& name, uint32_t mode, uint32_t umask,
+               uint32_t rdev, Ino* ino, Attr* attr);
+  Status Mkdir(const Context& ctx, Ino parent, const std::string& name, uint32_t mode, uint32_t umask, Ino* ino,
+               Attr* attr);
+  Status Symlink(const Context& ctx, Ino parent, const std::string& name, const std::string& target, Ino* ino,
+                 Attr* attr);
+  Status Unlink(const Context& ctx, Ino parent, const std::string& name);
+  Status Rmdir(const Context& ctx, Ino parent, const std::string& name);
+  Status Rename(const Context& ctx, Ino parent, const std::string& name, Ino new_parent,
+                const std::string& new_name, uint32_t flags);
+  Status Link(const Context& ctx, Ino ino, Ino new_parent, const std::string& new_name, Attr* attr);
+  Status ReadLink(const Context& ctx, Ino ino, std::string* target);
+  Status Access(const Context& ctx, Ino ino, int mask);
+  Status StatFS(const Context& ctx, meta::StatFs* out);
+
+  Status Open(const Context& ctx, Ino ino, int flags, Handle** fh, Attr* attr);
+  Status Create(const Context& ctx, Ino parent, const std::string& name, uint32_t mode, uint32_t umask, int flags,
+                Handle** fh, Ino* ino, Attr* attr);
+  Result<size_t> Read(const Context& ctx, Handle* fh, uint64_t off, size_t size, char* buf);
+  Result<size_t> Write(const Context& ctx, Handle* fh, uint64_t off, const char* data, size_t size);
+  Status Flush(const Context& ctx, Handle* fh);
+  Status Fsync(const Context& ctx, Handle* fh);
+  Status Release(const Context& ctx, Handle* fh);
+  Status Fallocate(const Context& ctx, Handle* fh, int mode, uint64_t off, uint64_t len);
+  Result<size_t> CopyFileRange(const Context& ctx, Handle* in, uint64_t off_in, Handle* out, uint64_t off_out,
+                               size_t len);
+  // whence: SEEK_DATA or SEEK_HOLE.
+  Result<uint64_t> Lseek(const Context& ctx, Handle* fh, uint64_t off, int whence);
+
+  Status OpenDir(const Context& ctx, Ino ino, int flags, Handle** fh);
+  // Returns the listing ("." and ".." first); the adapter pages through it by
+  // index. offset 0 re-reads the directory.
+  Status ReadDir(const Context& ctx, Handle* fh, uint64_t offset, bool plus, const std::vector<meta::Entry>** out);
+  Status ReleaseDir(Handle* fh);
+
+  Status GetXattr(const Context& ctx, Ino ino, const std::string& name, std::string* value);
+  Status SetXattr(const Context& ctx, Ino ino, const std::string& name, const std::string& value, int flags);
+  Status ListXattr(const Context& ctx, Ino ino, std::vector<std::string>* names);
+  Status RemoveXattr(const Context& ctx, Ino ino, const std::string& name);
+
+  // Locks; `interrupted` is polled while a blocking request waits.
+  Status Flock(const Context& ctx, Ino ino, uint64_t owner, meta::LockType type, bool block,
+               const std::function<bool()>& interrupted);
+  Status GetLk(const Context& ctx, Ino ino, uint64_t owner, meta::PosixLock* lock);
+  Status SetLk(const Context& ctx, Ino ino, uint64_t owner, const meta::PosixLock& lock, bool block,
+               const std::function<bool()>& interrupted);
+
+ private:
+  std::shared_ptr<FileState> AcquireFile(Ino ino, uint64_t length);
+  void ReleaseFile(Ino ino);
+  std::shared_ptr<FileState> FindFile(Ino ino);
+  // Uploads and commits the pending writes of a file. Requires f.mu held.
+  Status CommitLocked(const Context& ctx, Ino ino, FileState& f);
+  Status ReadLocked(Ino ino, FileState& f, uint64_t off, size_t size, char* buf, size_t* n);
+  Status ReadCommitted(Ino ino, uint64_t off, size_t size, char* buf);
+  void BackgroundLoop();
+
+  meta::Meta* const meta_;
+  chunk::ChunkStore* const store_;
+  const Config config_;
+
+  std::mutex table_mu_;
+  std::unordered_map<Ino, std::shared_ptr<FileState>> files_;  // guarded by table_mu_
+
+  std::mutex bg_mu_;
+  std::condition_variable bg_cv_;
+  bool stopping_ = false;  // guarded by bg_mu_
+  std::thread bg_thread_;
+  bool started_ = false;
+};
+
+}  // namespace tessera::vfs

@@ -1,0 +1,103 @@
+#include "vfs/write_buffer.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "chunk/layout.h"
+
+namespace tessera::vfs {
+
+using chunk::kChunkSize;
+
+void WriteBuffer::Write(uint64_t off, const char* data, size_t n) {
+  while (n > 0) {
+    uint32_t index = uint32_t(off / kChunkSize);
+    uint32_t pos = uint32_t(off % kChunkSize);
+    uint32_t len = uint32_t(std::min<uint64_t>(n, kChunkSize - pos));
+    WriteInChunk(index, pos, data, len);
+    off += len;
+    data += len;
+    n -= len;
+  }
+}
+
+void WriteBuffer::WriteInChunk(uint32_t index, uint32_t pos, const char* data, uint32_t n) {
+  Ranges& ranges = chunks_[index];
+  uint64_t start = pos, end = uint64_t(pos) + n;
+  // First range that could touch [start, end]: the one starting at or before start.
+  auto it = ranges.upper_bound(pos);
+  if (it != ranges.begin()) {
+    auto prev = std::prev(it);
+    if (prev->first + prev->second.size() >= start) it = prev;
+  }
+  if (it != ranges.end() && it->first <= start && it->first + it->second.size() >= end) {
+    std::memcpy(it->second.data() + (start - it->first), data, n);  // fully inside: overwrite in place
+    return;
+  }
+  // Merge every range touching [start, end] into one.
+  uint64_t new_start = start, new_end = end;
+  auto first = it;
+  auto last = it;
+  while (last != ranges.end() && last->first <= end) {
+    new_start = std::min<uint64_t>(new_start, last->first);
+    new_end = std::max<uint64_t>(new_end, last->first + last->second.size());
+    ++last;
+  }
+  std::string merged(new_end - new_start, '\0');
+  for (auto r = first; r != last; ++r) {
+    std::memcpy(merged.data() + (r->first - new_start), r->second.data(), r->second.size());
+    bytes_ -= r->second.size();
+  }
+  std::memcpy(merged.data() + (start - new_start), data, n);
+  ranges.erase(first, last);
+  bytes_ += merged.size();
+  ranges.emplace(uint32_t(new_start), std::move(merged));
+}
+
+void WriteBuffer::Overlay(uint64_t off, size_t n, char* buf) const {
+  uint64_t end = off + n;
+  for (auto cit = chunks_.lower_bound(uint32_t(off / kChunkSize)); cit != chunks_.end(); ++cit) {
+    uint64_t base = uint64_t(cit->first) * kChunkSize;
+    if (base >= end) break;
+    for (const auto& [pos, bytes] : cit->second) {
+      uint64_t rs = base + pos, re = rs + bytes.size();
+      uint64_t s = std::max(rs, off), e = std::min(re, end);
+      if (s < e) std::memcpy(buf + (s - off), bytes.data() + (s - rs), e - s);
+    }
+  }
+}
+
+void WriteBuffer::TruncateTo(uint64_t length) {
+  for (auto cit = chunks_.begin(); cit != chunks_.end();) {
+    uint64_t base = uint64_t(cit->first) * kChunkSize;
+    Ranges& ranges = cit->second;
+    for (auto it = ranges.begin(); it != ranges.end();) {
+      uint64_t rs = base + it->first, re = rs + it->second.size();
+      if (rs >= length) {
+        bytes_ -= it->second.size();
+        it = ranges.erase(it);
+        continue;
+      }
+      if (re > length) {
+        bytes_ -= re - length;
+        it->second.resize(length - rs);
+      }
+      ++it;
+    }
+    cit = ranges.empty() ? chunks_.erase(cit) : std::next(cit);
+  }
+}
+
+uint64_t WriteBuffer::End() const {
+  if (chunks_.empty()) return 0;
+  const auto& [index, ranges] = *chunks_.rbegin();
+  const auto& [pos, bytes] = *ranges.rbegin();
+  return uint64_t(index) * kChunkSize + pos + bytes.size();
+}
+
+void WriteBuffer::Clear() {
+  chunks_.clear();
+  bytes_ = 0;
+}
+
+}  // namespace tessera::vfs

@@ -1,0 +1,36 @@
+// Pending writes of one file, kept as non-overlapping byte ranges per chunk.
+// Newer writes overwrite older bytes in place, so random small writes into a
+// region coalesce into one range (and later one slice) before upload.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+namespace tessera::vfs {
+
+class WriteBuffer {
+ public:
+  // One contiguous range of pending bytes within a chunk.
+  using Ranges = std::map<uint32_t, std::string>;  // pos in chunk -> bytes
+
+  // Records `n` bytes written at file offset `off` (may span chunks).
+  void Write(uint64_t off, const char* data, size_t n);
+  // Copies pending bytes overlapping [off, off+n) over buf (buf[0] = off).
+  void Overlay(uint64_t off, size_t n, char* buf) const;
+  // Drops pending bytes at or beyond `length` (after a truncate).
+  void TruncateTo(uint64_t length);
+  // End of the furthest pending byte (0 when empty).
+  uint64_t End() const;
+  size_t bytes() const { return bytes_; }
+  bool empty() const { return chunks_.empty(); }
+  const std::map<uint32_t, Ranges>& chunks() const { return chunks_; }
+  void Clear();
+
+ private:
+  void WriteInChunk(uint32_t index, uint32_t pos, const char* data, uint32_t n);
+  std::map<uint32_t, Ranges> chunks_;  // chunk index -> ranges
+  size_t bytes_ = 0;
+};
+
+}  // namespace tessera::vfs

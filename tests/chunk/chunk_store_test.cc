@@ -1,0 +1,248 @@
+#include "chunk/chunk_store.h"
+
+#include <algorithm>
+#include <random>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "object/memory_store.h"
+
+namespace tessera::chunk {
+namespace {
+
+constexpr uint32_t kBlock = 4096;
+
+class ChunkStoreTest : public ::testing::Test {
+ protected:
+  std::vector<std::string> Keys() {
+    std::vector<object::ObjectInfo> infos;
+    EXPECT_TRUE(objects_.List("", "", 100000, &infos, nullptr).ok());
+    std::vector<std::string> keys;
+    for (const auto& info : infos) keys.push_back(info.key);
+    return keys;
+  }
+
+  std::string Read(uint64_t id, uint32_t size, uint32_t off, uint32_t len) {
+    std::string buf(len, '\xee');
+    Status st = chunks_.ReadSlice(id, size, off, len, buf.data());
+    EXPECT_TRUE(st.ok()) << st.ToString();
+    return buf;
+  }
+
+  object::MemoryStore objects_{"test"};
+  ChunkStore chunks_{&objects_, StoreConfig{.block_size = kBlock}};
+};
+
+std::string RandomBytes(std::mt19937& rng, size_t n) {
+  std::string s(n, '\0');
+  for (auto& c : s) c = char(rng());
+  return s;
+}
+
+TEST_F(ChunkStoreTest, RandomOrderWritesThenRandomReads) {
+  std::mt19937 rng(7);
+  const uint32_t size = 5 * kBlock + 1234;
+  std::string model(size, '\0');
+  auto writer = chunks_.NewWriter(42);
+  EXPECT_EQ(writer->id(), 42u);
+
+  // Random pieces in random order, some overlapping (later wins), leaving
+  // some bytes never written (they must read as zeros).
+  std::vector<std::pair<uint32_t, std::string>> pieces;
+  for (int i = 0; i < 60; ++i) {
+    uint32_t off = rng() % size;
+    uint32_t len = std::min<uint32_t>(1 + rng() % 3000, size - off);
+    pieces.emplace_back(off, RandomBytes(rng, len));
+  }
+  std::shuffle(pieces.begin(), pieces.end(), rng);
+  for (const auto& [off, data] : pieces) {
+    ASSERT_TRUE(writer->WriteAt(data.data(), data.size(), off).ok());
+    model.replace(off, data.size(), data);
+  }
+  ASSERT_TRUE(writer->Finish(size).ok());
+
+  std::vector<std::string> want;
+  for (uint32_t i = 0; i < 6; ++i) want.push_back(BlockKey(42, i, i < 5 ? kBlock : 1234));
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(Keys(), want);
+
+  EXPECT_EQ(Read(42, size, 0, size), model);
+  for (int i = 0; i < 500; ++i) {
+    uint32_t off = rng() % (size + 1);
+    uint32_t len = rng() % (size - off + 1);
+    ASSERT_EQ(Read(42, size, off, len), model.substr(off, len)) << off << "+" << len;
+  }
+  // Block boundaries exactly.
+  EXPECT_EQ(Read(42, size, kBlock - 1, 2), model.substr(kBlock - 1, 2));
+  EXPECT_EQ(Read(42, size, kBlock, kBlock), model.substr(kBlock, kBlock));
+  EXPECT_EQ(Read(42, size, size - 1, 1), model.substr(size - 1, 1));
+}
+
+TEST_F(ChunkStoreTest, FlushToUploadsOnlyCompleteBlocksBelowOffset) {
+  auto writer = chunks_.NewWriter(9);
+  std::string data(3 * kBlock + 100, 'x');
+  ASSERT_TRUE(writer->WriteAt(data.data(), data.size(), 0).ok());
+
+  ASSERT_TRUE(writer->FlushTo(kBlock - 1).ok());  // block 0 not complete below the offset
+  EXPECT_TRUE(Keys().empty());
+  ASSERT_TRUE(writer->FlushTo(2 * kBlock + 10).ok());
+  EXPECT_EQ(Keys(), (std::vector<std::string>{BlockKey(9, 0, kBlock), BlockKey(9, 1, kBlock)}));
+  ASSERT_TRUE(writer->FlushTo(kBlock).ok());  // going backwards is a no-op
+  EXPECT_EQ(Keys().size(), 2u);
+
+  // Flushed blocks are closed; the rest still takes writes.
+  EXPECT_EQ(writer->WriteAt("y", 1, 0).code(), EINVAL);
+  EXPECT_EQ(writer->WriteAt("yy", 2, 2 * kBlock - 1).code(), EINVAL);
+  ASSERT_TRUE(writer->WriteAt("z", 1, 2 * kBlock).ok());
+  data[2 * kBlock] = 'z';
+  EXPECT_EQ(writer->Finish(kBlock).code(), EINVAL);  // shorter than what was flushed
+
+  ASSERT_TRUE(writer->Finish(uint32_t(data.size())).ok());
+  EXPECT_EQ(Keys().size(), 4u);
+  EXPECT_EQ(Read(9, uint32_t(data.size()), 0, uint32_t(data.size())), data);
+}
+
+TEST_F(ChunkStoreTest, FlushUploadsUnwrittenBlocksAsZeros) {
+  auto writer = chunks_.NewWriter(3);
+  ASSERT_TRUE(writer->WriteAt("abc", 3, 2 * kBlock).ok());
+  ASSERT_TRUE(writer->FlushTo(2 * kBlock).ok());
+  ASSERT_TRUE(writer->Finish(2 * kBlock + 3).ok());
+  std::string want(2 * kBlock, '\0');
+  want += "abc";
+  EXPECT_EQ(Read(3, 2 * kBlock + 3, 0, 2 * kBlock + 3), want);
+}
+
+TEST_F(ChunkStoreTest, FinishDropsBytesBeyondLength) {
+  auto writer = chunks_.NewWriter(4);
+  std::string data(2 * kBlock, 'q');
+  ASSERT_TRUE(writer->WriteAt(data.data(), data.size(), 0).ok());
+  ASSERT_TRUE(writer->Finish(10).ok());
+  EXPECT_EQ(Keys(), std::vector<std::string>{BlockKey(4, 0, 10)});
+  EXPECT_EQ(Read(4, 10, 0, 10), std::string(10, 'q'));
+}
+
+TEST_F(ChunkStoreTest, CallsAfterFinishAreEINVAL) {
+  auto writer = chunks_.NewWriter(5);
+  ASSERT_TRUE(writer->WriteAt("a", 1, 0).ok());
+  ASSERT_TRUE(writer->Finish(1).ok());
+  EXPECT_EQ(writer->WriteAt("b", 1, 1).code(), EINVAL);
+  EXPECT_EQ(writer->FlushTo(1).code(), EINVAL);
+  EXPECT_EQ(writer->Finish(1).code(), EINVAL);
+}
+
+TEST_F(ChunkStoreTest, WritesBeyondChunkSizeAreEINVAL) {
+  auto writer = chunks_.NewWriter(6);
+  EXPECT_EQ(writer->WriteAt("a", 1, uint32_t(kChunkSize)).code(), EINVAL);
+  EXPECT_EQ(writer->Finish(uint32_t(kChunkSize) + 1).code(), EINVAL);
+  writer->Abort();
+}
+
+TEST_F(ChunkStoreTest, AbortRemovesUploadedBlocks) {
+  ASSERT_TRUE(objects_.Put("unrelated", "keep").ok());
+  auto writer = chunks_.NewWriter(77);
+  std::string data(3 * kBlock, 'a');
+  ASSERT_TRUE(writer->WriteAt(data.data(), data.size(), 0).ok());
+  ASSERT_TRUE(writer->FlushTo(2 * kBlock).ok());
+  EXPECT_EQ(Keys().size(), 3u);
+  writer->Abort();
+  EXPECT_EQ(Keys(), std::vector<std::string>{"unrelated"});
+  EXPECT_EQ(writer->WriteAt("a", 1, 2 * kBlock).code(), EINVAL);
+}
+
+TEST_F(ChunkStoreTest, DeleteSliceRemovesAllBlocks) {
+  ASSERT_TRUE(objects_.Put("unrelated", "keep").ok());
+  const uint32_t size = 4 * kBlock + 1;
+  auto writer = chunks_.NewWriter(1000001);
+  std::string data(size, 'd');
+  ASSERT_TRUE(writer->WriteAt(data.data(), size, 0).ok());
+  ASSERT_TRUE(writer->Finish(size).ok());
+  EXPECT_EQ(Keys().size(), 6u);
+  ASSERT_TRUE(chunks_.DeleteSlice(1000001, size).ok());
+  EXPECT_EQ(Keys(), std::vector<std::string>{"unrelated"});
+  EXPECT_TRUE(chunks_.DeleteSlice(1000001, size).ok());  // already gone is fine
+}
+
+TEST_F(ChunkStoreTest, MissingBlockIsEIO) {
+  const uint32_t size = 3 * kBlock;
+  auto writer = chunks_.NewWriter(8);
+  std::string data(size, 'm');
+  ASSERT_TRUE(writer->WriteAt(data.data(), size, 0).ok());
+  ASSERT_TRUE(writer->Finish(size).ok());
+  ASSERT_TRUE(objects_.Delete(BlockKey(8, 1, kBlock)).ok());
+
+  std::string buf(size, '\0');
+  EXPECT_TRUE(chunks_.ReadSlice(8, size, 0, kBlock, buf.data()).ok());  // block 0 is intact
+  Status st = chunks_.ReadSlice(8, size, kBlock - 10, 20, buf.data());
+  EXPECT_EQ(st.code(), EIO);
+  EXPECT_NE(st.message().find(BlockKey(8, 1, kBlock)), std::string::npos) << st.message();
+}
+
+TEST_F(ChunkStoreTest, ShortBlockIsEIO) {
+  ASSERT_TRUE(objects_.Put(BlockKey(11, 0, kBlock), std::string(100, 's')).ok());
+  std::string buf(kBlock, '\0');
+  EXPECT_EQ(chunks_.ReadSlice(11, kBlock, 0, kBlock, buf.data()).code(), EIO);
+  EXPECT_TRUE(chunks_.ReadSlice(11, kBlock, 0, 100, buf.data()).ok());
+}
+
+TEST_F(ChunkStoreTest, ReadBeyondSliceIsEINVAL) {
+  char buf[8];
+  EXPECT_EQ(chunks_.ReadSlice(12, 100, 95, 8, buf).code(), EINVAL);
+}
+
+TEST_F(ChunkStoreTest, HoleReadsZeros) {
+  std::string buf(100, 'x');
+  ASSERT_TRUE(chunks_.ReadSlice(0, 1000, 10, 100, buf.data()).ok());
+  EXPECT_EQ(buf, std::string(100, '\0'));
+  EXPECT_TRUE(chunks_.DeleteSlice(0, 1000).ok());
+}
+
+TEST_F(ChunkStoreTest, ZeroLengthSlice) {
+  auto writer = chunks_.NewWriter(13);
+  ASSERT_TRUE(writer->WriteAt("", 0, 0).ok());
+  ASSERT_TRUE(writer->Finish(0).ok());
+  EXPECT_TRUE(Keys().empty());
+  EXPECT_TRUE(chunks_.ReadSlice(13, 0, 0, 0, nullptr).ok());
+  EXPECT_TRUE(chunks_.DeleteSlice(13, 0).ok());
+}
+
+TEST_F(ChunkStoreTest, ExactMultipleOfBlockSize) {
+  const uint32_t size = 2 * kBlock;
+  auto writer = chunks_.NewWriter(14);
+  std::string data(size, 'e');
+  ASSERT_TRUE(writer->WriteAt(data.data(), size, 0).ok());
+  ASSERT_TRUE(writer->FlushTo(size).ok());  // both blocks complete
+  EXPECT_EQ(Keys().size(), 2u);
+  ASSERT_TRUE(writer->Finish(size).ok());  // nothing left to upload
+  EXPECT_EQ(Keys().size(), 2u);
+  EXPECT_EQ(Read(14, size, 0, size), data);
+}
+
+TEST_F(ChunkStoreTest, ConcurrentWritersAndReaders) {
+  constexpr int kThreads = 8;
+  std::vector<std::thread> threads;
+  std::vector<int> failures(kThreads, 0);
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      const uint64_t id = 100 + uint64_t(t);
+      const std::string data(3 * kBlock + uint32_t(t), char('A' + t));
+      auto writer = chunks_.NewWriter(id);
+      if (!writer->WriteAt(data.data(), data.size(), 0).ok() || !writer->Finish(uint32_t(data.size())).ok()) {
+        ++failures[size_t(t)];
+        return;
+      }
+      std::string buf(data.size(), '\0');
+      for (int r = 0; r < 20; ++r) {
+        if (!chunks_.ReadSlice(id, uint32_t(data.size()), 0, uint32_t(data.size()), buf.data()).ok() ||
+            buf != data) {
+          ++failures[size_t(t)];
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < kThreads; ++t) EXPECT_EQ(failures[size_t(t)], 0) << "thread " << t;
+}
+
+}  // namespace
+}  // namespace tessera::chunk

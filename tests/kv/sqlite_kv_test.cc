@@ -1,0 +1,244 @@
+// SQLite-specific behaviour: several engines and processes on one file,
+// persistence, busy handling, pool connections opened after a chdir.
+#include "kv/sqlite_kv.h"
+
+#include <sqlite3.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <future>
+#include <thread>
+#include <vector>
+
+#include "kv_test_util.h"
+
+namespace tessera::kv {
+namespace {
+
+using testing::TempDir;
+
+std::unique_ptr<Engine> MustOpen(const std::string& path, const SqliteOptions& options = {}) {
+  Result<std::unique_ptr<Engine>> engine = OpenSqlite(path, options);
+  EXPECT_TRUE(engine.ok()) << engine.status().ToString();
+  return engine.ok() ? std::move(engine).value() : nullptr;
+}
+
+Status Increment(Engine& engine) {
+  return engine.Run([](Txn& txn) { return txn.Incr("counter", 1).status(); });
+}
+
+int64_t Counter(Engine& engine) {
+  std::string value;
+  EXPECT_OK(engine.Run(
+      [&](Txn& txn) {
+        ASSIGN_OR_RETURN(value, txn.Get("counter"));
+        return Status::OK();
+      },
+      true));
+  if (value.size() != 8) return -1;
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(value[i]);
+  return static_cast<int64_t>(v);
+}
+
+class SqliteKvTest : public ::testing::Test {
+ protected:
+  TempDir dir_;
+  const std::string path_ = (dir_.path() / "meta.db").string();
+};
+
+TEST_F(SqliteKvTest, DataSurvivesReopen) {
+  {
+    std::unique_ptr<Engine> engine = MustOpen(path_);
+    ASSERT_NE(engine, nullptr);
+    ASSERT_OK(engine->Run([](Txn& txn) { return txn.Put("k", std::string("v\0v", 3)); }));
+  }
+  std::unique_ptr<Engine> engine = MustOpen(path_);
+  ASSERT_NE(engine, nullptr);
+  ASSERT_OK(engine->Run(
+      [](Txn& txn) {
+        ASSIGN_OR_RETURN(std::string v, txn.Get("k"));
+        EXPECT_EQ(v, std::string("v\0v", 3));
+        return Status::OK();
+      },
+      true));
+}
+
+// Two engines on one file stand for two processes: each has its own writer
+// mutex and pool, so only SQLite's file locks keep them apart.
+TEST_F(SqliteKvTest, TwoEnginesOnOneFileIncrementExactly) {
+  std::unique_ptr<Engine> engines[2] = {MustOpen(path_), MustOpen(path_)};
+  ASSERT_TRUE(engines[0] && engines[1]);
+  constexpr int kThreadsPerEngine = 2;
+  constexpr int kIncrements = 250;
+  std::atomic<int> errors{0};
+  std::vector<std::thread> threads;
+  for (auto& engine : engines) {
+    for (int t = 0; t < kThreadsPerEngine; ++t) {
+      threads.emplace_back([&] {
+        for (int i = 0; i < kIncrements; ++i) {
+          if (Status status = Increment(*engine); !status.ok()) {
+            ADD_FAILURE() << status.ToString();
+            ++errors;
+          }
+        }
+      });
+    }
+  }
+  for (auto& thread : threads) thread.join();
+  EXPECT_EQ(errors.load(), 0);
+  EXPECT_EQ(Counter(*engines[0]), 2 * kThreadsPerEngine * kIncrements);
+  EXPECT_EQ(Counter(*engines[1]), 2 * kThreadsPerEngine * kIncrements);
+}
+
+TEST_F(SqliteKvTest, ForkedProcessIncrementsExactly) {
+  constexpr int kIncrements = 1000;
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    // Child: its own engine; no gtest assertions, report through the exit code.
+    close(ready[0]);
+    int code = 0;
+    {
+      Result<std::unique_ptr<Engine>> engine = OpenSqlite(path_);
+      const char byte = 1;
+      if (!engine.ok() || write(ready[1], &byte, 1) != 1) {
+        code = 2;
+      } else {
+        for (int i = 0; i < kIncrements && code == 0; ++i) {
+          if (!Increment(**engine).ok()) code = 1;
+        }
+      }
+    }
+    _exit(code);
+  }
+  close(ready[1]);
+  std::unique_ptr<Engine> engine = MustOpen(path_);
+  char byte = 0;
+  EXPECT_EQ(read(ready[0], &byte, 1), 1);  // start together
+  close(ready[0]);
+  int errors = 0;
+  for (int i = 0; engine && i < kIncrements; ++i) errors += Increment(*engine).ok() ? 0 : 1;
+  int wstatus = 0;
+  ASSERT_EQ(waitpid(pid, &wstatus, 0), pid);
+  ASSERT_TRUE(WIFEXITED(wstatus));
+  EXPECT_EQ(WEXITSTATUS(wstatus), 0);
+  EXPECT_EQ(errors, 0);
+  ASSERT_NE(engine, nullptr);
+  EXPECT_EQ(Counter(*engine), 2 * kIncrements);
+}
+
+// Another process holding the write lock past the busy timeout and every
+// retry makes a write transaction fail with a transient EBUSY; WAL still lets
+// read-only transactions through.
+TEST_F(SqliteKvTest, WriteLockHeldElsewhereGivesTransientEBUSY) {
+  SqliteOptions options;
+  options.busy_timeout_ms = 10;
+  options.max_attempts = 3;
+  std::unique_ptr<Engine> engine = MustOpen(path_, options);
+  ASSERT_NE(engine, nullptr);
+  ASSERT_OK(Increment(*engine));
+
+  sqlite3* other = nullptr;
+  ASSERT_EQ(sqlite3_open(path_.c_str(), &other), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(other, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr), SQLITE_OK);
+
+  int attempts = 0;
+  Status status = engine->Run([&](Txn& txn) {
+    ++attempts;
+    return txn.Incr("counter", 1).status();
+  });
+  EXPECT_EQ(status.code(), EBUSY) << status.ToString();
+  EXPECT_TRUE(status.transient());
+  EXPECT_EQ(attempts, 0) << "BEGIN IMMEDIATE fails before fn runs";
+  EXPECT_EQ(Counter(*engine), 1);
+
+  ASSERT_EQ(sqlite3_exec(other, "COMMIT", nullptr, nullptr, nullptr), SQLITE_OK);
+  ASSERT_EQ(sqlite3_close(other), SQLITE_OK);
+  ASSERT_OK(Increment(*engine));
+  EXPECT_EQ(Counter(*engine), 2);
+}
+
+// Pool connections opened after the process changed directory still open the
+// file named by the relative path at Open time.
+TEST_F(SqliteKvTest, RelativePathSurvivesChdir) {
+  const std::filesystem::path cwd = std::filesystem::current_path();
+  std::filesystem::current_path(dir_.path());
+  Result<std::unique_ptr<Engine>> opened = Open("sqlite3://rel.db");
+  std::filesystem::current_path(cwd);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  Engine& engine = **opened;
+
+  // Hold the only open connection in a read-only txn so that the write below
+  // needs a second one, opened now.
+  std::promise<void> reading, release;
+  std::shared_future<void> released = release.get_future().share();
+  std::thread reader([&] {
+    EXPECT_OK(engine.Run(
+        [&](Txn&) {
+          reading.set_value();
+          released.wait();
+          return Status::OK();
+        },
+        true));
+  });
+  reading.get_future().wait();
+  EXPECT_OK(engine.Run([](Txn& txn) { return txn.Put("k", "v"); }));
+  release.set_value();
+  reader.join();
+
+  std::unique_ptr<Engine> check = MustOpen((dir_.path() / "rel.db").string());
+  ASSERT_NE(check, nullptr);
+  EXPECT_OK(check->Run([](Txn& txn) { return txn.Get("k").status(); }, true));
+  EXPECT_FALSE(std::filesystem::exists(cwd / "rel.db"));
+}
+
+// Setting up a new file needs an exclusive lock, which SQLite refuses without
+// waiting when processes race to open it; Open must retry rather than fail.
+TEST_F(SqliteKvTest, ProcessesRacingToOpenANewFile) {
+  constexpr int kRounds = 10;
+  constexpr int kProcesses = 4;
+  for (int round = 0; round < kRounds; ++round) {
+    const std::string path = (dir_.path() / ("new-" + std::to_string(round) + ".db")).string();
+    int go[2];
+    ASSERT_EQ(pipe(go), 0);
+    std::vector<pid_t> children;
+    for (int p = 0; p < kProcesses; ++p) {
+      const pid_t pid = fork();
+      ASSERT_GE(pid, 0);
+      if (pid == 0) {
+        close(go[1]);
+        char byte;
+        const bool started = read(go[0], &byte, 1) == 0;  // EOF: the parent said go
+        int code = 0;
+        {
+          Result<std::unique_ptr<Engine>> engine = OpenSqlite(path);
+          if (!started || !engine.ok()) {
+            code = 2;
+          } else if (!Increment(**engine).ok()) {
+            code = 1;
+          }
+        }
+        _exit(code);
+      }
+      children.push_back(pid);
+    }
+    close(go[0]);
+    close(go[1]);
+    for (pid_t pid : children) {
+      int wstatus = 0;
+      ASSERT_EQ(waitpid(pid, &wstatus, 0), pid);
+      EXPECT_TRUE(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0) << "round " << round << " status " << wstatus;
+    }
+    std::unique_ptr<Engine> engine = MustOpen(path);
+    ASSERT_NE(engine, nullptr);
+    EXPECT_EQ(Counter(*engine), kProcesses);
+  }
+}
+
+}  // namespace
+}  // namespace tessera::kv
