@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "chunk/chunk_store.h"
+#include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "cli/mount_state.h"
 #include "common/log.h"
@@ -29,11 +30,6 @@ namespace tessera::cli {
 namespace {
 
 constexpr long kFuseSuperMagic = 0x65735546;
-
-int Fail(const std::string& msg) {
-  std::fprintf(stderr, "tessera: %s\n", msg.c_str());
-  return 1;
-}
 
 std::string DefaultLogFile() {
   if (geteuid() == 0) return "/var/log/tessera.log";
@@ -51,9 +47,7 @@ struct Volume {
 
 Result<Volume> OpenVolume(const std::string& meta_url) {
   Volume v;
-  auto m = meta::Open(meta_url);
-  if (!m.ok()) return m.status().With("cannot open metadata engine " + RedactUrl(meta_url));
-  v.meta = std::move(*m);
+  ASSIGN_OR_RETURN(v.meta, OpenMeta(meta_url, /*must_exist=*/true));
   auto f = v.meta->Load();
   if (!f.ok()) {
     if (f.status().not_found())

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "chunk/layout.h"
+#include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "cli/mount_state.h"
 #include "common/url.h"
@@ -18,17 +19,6 @@
 namespace tessera::cli {
 
 namespace {
-
-int Fail(const std::string& msg) {
-  std::fprintf(stderr, "tessera: %s\n", msg.c_str());
-  return 1;
-}
-
-Result<std::unique_ptr<meta::Meta>> OpenMeta(const std::string& url) {
-  auto m = meta::Open(url);
-  if (!m.ok()) return m.status().With("cannot open metadata engine " + RedactUrl(url));
-  return m;
-}
 
 std::string DefaultBucket(const std::string& name) {
   if (geteuid() == 0) return "/var/lib/tessera/" + name;
@@ -59,7 +49,7 @@ int Format(const FormatOptions& o) {
   if (o.storage != "file") return Fail(fmt::format("unsupported --storage '{}' (supported: file)", o.storage));
   if (o.trash_days < 0) return Fail("--trash-days must not be negative");
 
-  auto m = OpenMeta(o.meta_url);
+  auto m = OpenMeta(o.meta_url, /*must_exist=*/false);
   if (!m.ok()) return Fail(m.status().ToString());
   auto existing = (*m)->Load();
   if (existing.ok() && !o.force)
@@ -103,10 +93,11 @@ int Format(const FormatOptions& o) {
 }
 
 int ShowStatus(const std::string& meta_url) {
-  auto m = OpenMeta(meta_url);
+  auto m = OpenMeta(meta_url, /*must_exist=*/true);
   if (!m.ok()) return Fail(m.status().ToString());
   auto f = (*m)->Load();
-  if (!f.ok()) return Fail(f.status().With(RedactUrl(meta_url)).ToString());
+  if (!f.ok()) return Fail(f.status().not_found() ? "no volume at " + RedactUrl(meta_url) + ": run 'tessera format' first"
+                                                  : f.status().With(RedactUrl(meta_url)).ToString());
   auto sessions = (*m)->ListSessions();
   if (!sessions.ok()) return Fail(sessions.status().ToString());
   meta::StatFs fs;
@@ -127,10 +118,11 @@ int ShowStatus(const std::string& meta_url) {
 }
 
 int Fsck(const std::string& meta_url) {
-  auto m = OpenMeta(meta_url);
+  auto m = OpenMeta(meta_url, /*must_exist=*/true);
   if (!m.ok()) return Fail(m.status().ToString());
   auto f = (*m)->Load();
-  if (!f.ok()) return Fail(f.status().With(RedactUrl(meta_url)).ToString());
+  if (!f.ok()) return Fail(f.status().not_found() ? "no volume at " + RedactUrl(meta_url) + ": run 'tessera format' first"
+                                                  : f.status().With(RedactUrl(meta_url)).ToString());
   std::vector<std::string> problems;
   Status st = (*m)->Check(&problems);
   if (!st.ok()) return Fail(st.ToString());
@@ -158,7 +150,7 @@ int Info(const std::vector<std::string>& paths) {
       rc = Fail(fmt::format("{} is not inside a Tessera mount of this host", path));
       continue;
     }
-    auto m = OpenMeta(state->meta_url);
+    auto m = OpenMeta(state->meta_url, /*must_exist=*/true);
     if (!m.ok()) return Fail(m.status().ToString());
     auto f = (*m)->Load();
     if (!f.ok()) return Fail(f.status().ToString());

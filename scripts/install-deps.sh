@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages Tessera needs to build, run and test.
+set -euo pipefail
+export DEBIAN_FRONTEND=noninteractive
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends \
+  build-essential cmake ninja-build pkg-config git ca-certificates \
+  libfuse3-dev fuse3 libsqlite3-dev sqlite3 \
+  libfmt-dev nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev \
+  libhiredis-dev libpq-dev libcurl4-openssl-dev libssl-dev libzstd-dev liblz4-dev libxxhash-dev \
+  attr acl fio procps psmisc >/dev/null

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Runs every test: the normal build (unit tests + end-to-end tests against real
+# mounts), then unit and end-to-end tests under ASan+UBSan, then the concurrent
+# layers' unit tests under TSan. Needs root (FUSE mounts, setuid for the
+# unprivileged-user cases) and /dev/fuse.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+JOBS=${JOBS:-$(nproc)}
+
+step() { printf '\n==== %s\n' "$*"; }
+
+step "build (RelWithDebInfo)"
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+ninja -C build -j "$JOBS"
+step "tests (RelWithDebInfo)"
+ctest --test-dir build --output-on-failure -j 1
+
+if [ "${TESSERA_SKIP_SANITIZERS:-0}" != 1 ]; then
+  step "build (ASan+UBSan)"
+  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTESSERA_SANITIZE=address >/dev/null
+  ninja -C build-asan -j "$JOBS"
+  step "tests (ASan+UBSan)"
+  ASAN_OPTIONS=detect_leaks=1 TESSERA_E2E_QUICK=1 ctest --test-dir build-asan --output-on-failure -j 1
+
+  step "build (TSan: concurrent layers)"
+  cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTESSERA_SANITIZE=thread >/dev/null
+  ninja -C build-tsan -j "$JOBS" kv_test meta_test vfs_test object_test chunk_test
+  step "tests (TSan)"
+  TSAN_OPTIONS=halt_on_error=1 ctest --test-dir build-tsan --output-on-failure -j 1 -L unit
+fi

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Bad input to the CLI: each case must exit non-zero with ONE clear line on
+# stderr and leave what is stored untouched. Usage: cli_test.sh TESSERA_BINARY
+set -uo pipefail
+T=$(realpath "$1")
+W=$(mktemp -d /tmp/tessera-cli.XXXXXX)
+MNT=$W/mnt
+mkdir -p "$MNT"
+trap 'mountpoint -q "$MNT" && umount -l "$MNT"; rm -rf "$W"' EXIT
+passed=0
+failed=0
+
+# expect_fail NAME PATTERN CMD...: non-zero exit, stderr is one line matching PATTERN.
+expect_fail() {
+  local name=$1 pattern=$2
+  shift 2
+  local err rc
+  err=$("$@" 2>&1 >/dev/null)
+  rc=$?
+  local lines
+  lines=$(printf '%s' "$err" | grep -c '^tessera: ')
+  if [ $rc -ne 0 ] && printf '%s' "$err" | grep -qiE "$pattern" && [ "$lines" -le 2 ]; then
+    passed=$((passed + 1))
+  else
+    failed=$((failed + 1))
+    echo "FAIL $name: rc=$rc stderr=<$err>"
+  fi
+}
+expect_ok() {
+  local name=$1
+  shift
+  if "$@" >/dev/null 2>"$W/err"; then passed=$((passed + 1)); else
+    failed=$((failed + 1))
+    echo "FAIL $name: $(cat "$W/err")"
+  fi
+}
+
+expect_fail "malformed url" "url|meta" "$T" format "not-a-url" vol1 --bucket "$W/b"
+expect_fail "unknown scheme" "scheme|url|unsupported" "$T" format "foo://bar" vol1 --bucket "$W/b"
+expect_fail "empty sqlite path" "url|path" "$T" format "sqlite3://" vol1 --bucket "$W/b"
+expect_fail "bad volume name" "volume name" "$T" format "sqlite3://$W/m.db" "A_b" --bucket "$W/b"
+expect_fail "bad block size" "block-size" "$T" format "sqlite3://$W/m.db" vol1 --block-size 1 --bucket "$W/b"
+expect_fail "unknown option" "unknown|extra|not expected|--frobnicate" "$T" format "sqlite3://$W/m.db" vol1 --frobnicate
+expect_fail "missing argument" "required|META-URL|NAME" "$T" format
+expect_fail "unknown command" "frob|subcommand|not expected|extra" "$T" frob
+expect_fail "status of missing volume" "no volume|format" "$T" status "sqlite3://$W/none.db"
+expect_fail "mount missing volume" "no volume|format" "$T" mount "sqlite3://$W/none.db" "$MNT"
+
+expect_ok "format" "$T" format "sqlite3://$W/m.db" vol1 --bucket "$W/b"
+before=$(sqlite3 "$W/m.db" "select hex(v) from kv where k = 'setting'")
+expect_fail "format over existing" "already formatted|--force" "$T" format "sqlite3://$W/m.db" vol2 --bucket "$W/b2"
+after=$(sqlite3 "$W/m.db" "select hex(v) from kv where k = 'setting'")
+if [ "$before" = "$after" ]; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL settings changed by refused format"; fi
+
+expect_fail "mount point missing" "does not exist" "$T" mount "sqlite3://$W/m.db" "$W/nope"
+touch "$W/file"
+expect_fail "mount point is a file" "not a directory" "$T" mount "sqlite3://$W/m.db" "$W/file"
+expect_fail "negative cache" "negative" "$T" mount "sqlite3://$W/m.db" "$MNT" --attr-cache -1
+expect_ok "mount" "$T" mount "sqlite3://$W/m.db" "$MNT" -d --log "$W/log"
+echo data >"$MNT/f"
+expect_fail "mount twice" "already a mount point" "$T" mount "sqlite3://$W/m.db" "$MNT" -d --log "$W/log"
+expect_ok "status lists session" bash -c "'$T' status 'sqlite3://$W/m.db' | grep -q '\"MountPoint\": \"$MNT\"'"
+expect_ok "info" bash -c "'$T' info '$MNT/f' | grep -q 'chunk 0: 1 slice'"
+expect_fail "info outside a mount" "not inside" "$T" info "$W/file"
+expect_ok "umount" "$T" umount "$MNT"
+expect_fail "umount not mounted" "not mounted" "$T" umount "$MNT"
+expect_ok "fsck" "$T" fsck "sqlite3://$W/m.db"
+expect_ok "version" bash -c "'$T' version | grep -q 'tessera version'"
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
