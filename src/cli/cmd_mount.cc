@@ -86,6 +86,7 @@ int Serve(const MountOptions& o, const std::string& mount_point, const std::func
   fo.mount_point = mount_point;
   fo.fs_name = "tessera:" + vol->format.name;
   fo.allow_other = !o.no_allow_other;
+  fo.default_permissions = !o.non_default_permission;
   fo.debug = o.debug;
   fo.writeback_cache = o.writeback_cache;
   fo.extra = o.fuse_options;

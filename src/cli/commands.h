@@ -34,6 +34,7 @@ struct MountOptions {
   double dir_entry_cache = 1.0;
   double negative_entry_cache = 0.0;
   bool no_allow_other = false;
+  bool non_default_permission = false;
   bool writeback_cache = false;
   std::vector<std::string> fuse_options;  // -o a,b,c
   uint64_t buffer_size_mib = 300;

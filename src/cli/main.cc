@@ -45,6 +45,8 @@ int main(int argc, char** argv) {
   mount->add_option("--negative-entry-cache", mo.negative_entry_cache, "kernel negative lookup cache timeout, seconds")->capture_default_str();
   mount->add_option("--buffer-size", mo.buffer_size_mib, "write buffer per file, MiB")->capture_default_str();
   mount->add_flag("--no-allow-other", mo.no_allow_other, "only the mounting user may access the mount");
+  mount->add_flag("--non-default-permission", mo.non_default_permission,
+                  "do not let the kernel check permissions (the engine still does)");
   mount->add_flag("--writeback-cache", mo.writeback_cache, "enable the kernel writeback cache (weaker close-to-open)");
   mount->add_option("-o", mo.fuse_options, "other FUSE mount options, comma separated")->delimiter(',');
 

@@ -451,6 +451,7 @@ Status Serve(vfs::Vfs* vfs, const MountOptions& opts, const std::function<void(c
   std::vector<std::string> argv_s = {"tessera"};
   std::string o = "fsname=" + opts.fs_name + ",subtype=tessera";
   if (opts.allow_other) o += ",allow_other";
+  if (opts.default_permissions) o += ",default_permissions";
   for (const auto& e : opts.extra) o += "," + e;
   argv_s.push_back("-o");
   argv_s.push_back(o);

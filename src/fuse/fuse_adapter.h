@@ -16,6 +16,10 @@ struct MountOptions {
   std::string mount_point;
   std::string fs_name = "tessera";   // shown in /proc/mounts
   bool allow_other = true;           // other users may use the mount (needs root or user_allow_other)
+  // The kernel checks permissions from cached attributes before sending a
+  // request (the engine checks again). Without it, a path walk through cached
+  // dentries would skip search permission checks.
+  bool default_permissions = true;
   bool debug = false;                // libfuse request tracing
   int max_threads = 32;
   bool writeback_cache = false;      // kernel writeback cache: see docs/consistency.md
