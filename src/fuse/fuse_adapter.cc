@@ -81,7 +81,8 @@ void ReplyErr(fuse_req_t req, const Status& st) {
 void ReplyEntry(fuse_req_t req, const Status& st, Ino ino, const Attr& a) {
   if (!st.ok()) return ReplyErr(req, st);
   fuse_entry_param e = MakeEntry(req, ino, a);
-  fuse_reply_entry(req, &e);
+  vfs::Vfs* vfs = V(req);  // req is freed by the reply
+  if (fuse_reply_entry(req, &e) == 0) vfs->AddRef(ino);
 }
 
 void ReplyAttr(fuse_req_t req, const Status& st, Ino ino, const Attr& a) {
@@ -96,7 +97,8 @@ void ReplyAttr(fuse_req_t req, const Status& st, Ino ino, const Attr& a) {
 void ReplyOpen(fuse_req_t req, fuse_file_info* fi, vfs::Handle* h) {
   fi->fh = reinterpret_cast<uint64_t>(h);
   fi->keep_cache = 0;
-  if (fuse_reply_open(req, fi) == -ENOENT) (void)V(req)->Release(Context::Root(), h);  // interrupted open
+  vfs::Vfs* vfs = V(req);  // req is freed by the reply
+  if (fuse_reply_open(req, fi) == -ENOENT) (void)vfs->Release(Context::Root(), h);  // interrupted open
 }
 
 // ---------------------------------------------------------------- ops
@@ -133,8 +135,19 @@ void OpLookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   ReplyEntry(req, st, ino, a);
 }
 
-void OpForget(fuse_req_t req, fuse_ino_t, uint64_t) { fuse_reply_none(req); }  // inode numbers are persistent
-void OpForgetMulti(fuse_req_t req, size_t, fuse_forget_data*) { fuse_reply_none(req); }
+void OpForget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
+  Status st = V(req)->Forget(ino, nlookup);
+  if (!st.ok()) LOG_WARN("forget inode {}: {}", ino, st.ToString());
+  fuse_reply_none(req);
+}
+
+void OpForgetMulti(fuse_req_t req, size_t count, fuse_forget_data* forgets) {
+  for (size_t i = 0; i < count; ++i) {
+    Status st = V(req)->Forget(forgets[i].ino, forgets[i].nlookup);
+    if (!st.ok()) LOG_WARN("forget inode {}: {}", forgets[i].ino, st.ToString());
+  }
+  fuse_reply_none(req);
+}
 
 void OpGetattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
   Attr a;
@@ -223,7 +236,9 @@ void OpCreate(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, 
   fuse_entry_param e = MakeEntry(req, ino, a);
   fi->fh = reinterpret_cast<uint64_t>(h);
   fi->keep_cache = 0;
-  if (fuse_reply_create(req, &e, fi) == -ENOENT) (void)V(req)->Release(Context::Root(), h);
+  vfs::Vfs* vfs = V(req);  // req is freed by the reply
+  if (fuse_reply_create(req, &e, fi) == 0) vfs->AddRef(ino);
+  else (void)vfs->Release(Context::Root(), h);
 }
 
 void OpRead(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info* fi) {
@@ -255,7 +270,8 @@ void OpOpendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   Status st = V(req)->OpenDir(Ctx(req), ino, fi->flags, &h);
   if (!st.ok()) return ReplyErr(req, st);
   fi->fh = reinterpret_cast<uint64_t>(h);
-  if (fuse_reply_open(req, fi) == -ENOENT) (void)V(req)->ReleaseDir(h);
+  vfs::Vfs* vfs = V(req);  // req is freed by the reply
+  if (fuse_reply_open(req, fi) == -ENOENT) (void)vfs->ReleaseDir(h);
 }
 
 void DoReaddir(fuse_req_t req, size_t size, off_t off, fuse_file_info* fi, bool plus) {
@@ -279,6 +295,7 @@ void DoReaddir(fuse_req_t req, size_t size, off_t off, fuse_file_info* fi, bool 
     }
     if (n > size - used) break;
     used += n;
+    if (plus && i >= 2) V(req)->AddRef(e.ino);  // the kernel counts all but "." and ".."
   }
   fuse_reply_buf(req, buf.get(), used);
 }

@@ -100,6 +100,36 @@ Status QueueSlicesTx(kv::Txn& tx, std::string_view chunk_value) {
   return Status::OK();
 }
 
+// Appends a slice to a chunk's list, then drops the slices the new one hides
+// completely (queueing their objects for deletion), so overwritten data does
+// not linger until compaction.
+Status AppendSliceTx(kv::Txn& tx, const std::string& key, std::string value, const Slice& slice) {
+  chunk::AppendSlice(&value, slice);
+  std::vector<Slice> slices = chunk::DecodeSlices(value);
+  if (slices.size() > 1) {
+    std::vector<Slice> view = chunk::BuildView(slices);
+    auto visible = [&](const Slice& s) {
+      for (const Slice& v : view)
+        if (v.id == s.id && v.pos >= s.pos && v.pos < s.pos + s.len) return true;
+      return false;
+    };
+    std::string kept;
+    for (size_t i = 0; i + 1 < slices.size(); ++i) {
+      const Slice& s = slices[i];
+      if (visible(s)) {
+        chunk::AppendSlice(&kept, s);
+      } else if (s.id != 0) {
+        RETURN_IF_ERROR(tx.Put(SliceGcKey(s.id, s.size), ""));
+      }
+    }
+    if (kept.size() + chunk::kSliceRecordSize < value.size()) {
+      chunk::AppendSlice(&kept, slice);
+      value = std::move(kept);
+    }
+  }
+  return tx.Put(key, value);
+}
+
 bool ProcessAlive(uint32_t pid) { return pid != 0 && (kill(pid_t(pid), 0) == 0 || errno != ESRCH); }
 
 std::string HostName() {
@@ -134,10 +164,9 @@ Result<uint64_t> KvMeta::AllocId(const char* counter, IdPool* pool, uint64_t bat
 
 Result<uint64_t> KvMeta::NewSliceId() { return AllocId(kNextSlice, &slice_pool_, kSliceBatch); }
 
-bool KvMeta::IsOpenLocally(Ino ino) {
+void KvMeta::AddRef(Ino ino) {
   std::lock_guard<std::mutex> g(open_mu_);
-  auto it = open_count_.find(ino);
-  return it != open_count_.end() && it->second > 0;
+  refs_[ino]++;
 }
 
 Status KvMeta::Init(const Format& format, bool force) {
@@ -230,7 +259,8 @@ Status KvMeta::CloseSession() {
   if (sid_ == 0) return Status::OK();
   {
     std::lock_guard<std::mutex> g(open_mu_);
-    open_count_.clear();
+    refs_.clear();
+    sustained_.clear();
   }
   Status st = engine_->Run([&](kv::Txn& tx) { return CleanSessionTx(tx, sid_); });
   if (st.ok()) sid_ = 0;
@@ -326,7 +356,13 @@ Status KvMeta::DeleteInodeTx(kv::Txn& tx, Ino ino, const Attr& attr) {
 }
 
 Status KvMeta::ReleaseInodeTx(kv::Txn& tx, Ino ino, const Attr& attr) {
-  if (attr.IsFile() && sid_ != 0 && IsOpenLocally(ino)) {
+  bool referenced = false;
+  if (sid_ != 0) {
+    std::lock_guard<std::mutex> g(open_mu_);
+    referenced = refs_.count(ino) > 0;
+    if (referenced) sustained_.insert(ino);  // stale if the txn rolls back: DropRefs rechecks
+  }
+  if (referenced) {
     RETURN_IF_ERROR(PutAttrTx(tx, ino, attr));
     return tx.Put(SustainedKey(sid_, ino), "");
   }
@@ -487,9 +523,7 @@ Status KvMeta::AppendHoleTx(kv::Txn& tx, Ino ino, uint64_t off, uint64_t end) {
     std::string key = ChunkKey(ino, idx);
     auto v = tx.Get(key);
     if (v.ok()) {  // nothing to hide where nothing was ever written
-      std::string value = std::move(*v);
-      chunk::AppendSlice(&value, Slice{pos, 0, len, 0, len});
-      RETURN_IF_ERROR(tx.Put(key, value));
+      RETURN_IF_ERROR(AppendSliceTx(tx, key, std::move(*v), Slice{pos, 0, len, 0, len}));
     } else if (!v.status().not_found()) {
       return v.status();
     }
@@ -680,7 +714,9 @@ Status KvMeta::Rmdir(const Context& ctx, Ino parent, const std::string& name) {
     pattr.nlink--;
     pattr.mtime = pattr.ctime = now;
     RETURN_IF_ERROR(PutAttrTx(tx, parent, pattr));
-    return DeleteInodeTx(tx, ino, attr);
+    attr.nlink = 0;
+    attr.ctime = now;
+    return ReleaseInodeTx(tx, ino, attr);
   });
 }
 
@@ -777,7 +813,8 @@ Status KvMeta::Rename(const Context& ctx, Ino psrc, const std::string& nsrc, Ino
       if (dexists) {
         if (dattr.IsDir()) {
           dp.nlink--;
-          RETURN_IF_ERROR(DeleteInodeTx(tx, dino, dattr));
+          dattr.nlink = 0;
+          RETURN_IF_ERROR(ReleaseInodeTx(tx, dino, dattr));
         } else {
           dattr.nlink--;
           dattr.ctime = now;
@@ -884,7 +921,7 @@ Status KvMeta::Open(const Context& ctx, Ino ino, int flags, Attr* attr) {
   if (flags & O_TRUNC) mask |= W_OK;
   {
     std::lock_guard<std::mutex> g(open_mu_);
-    open_count_[ino]++;
+    refs_[ino]++;
   }
   Status st = engine_->Run(
       [&](kv::Txn& tx) {
@@ -895,18 +932,25 @@ Status KvMeta::Open(const Context& ctx, Ino ino, int flags, Attr* attr) {
       true);
   if (!st.ok()) {
     std::lock_guard<std::mutex> g(open_mu_);
-    if (--open_count_[ino] <= 0) open_count_.erase(ino);
+    if (--refs_[ino] == 0) refs_.erase(ino);
   }
   return st;
 }
 
-Status KvMeta::Close(const Context& ctx, Ino ino) {
+Status KvMeta::Close(const Context& ctx, Ino ino) { return DropRefs(ino, 1); }
+Status KvMeta::Forget(Ino ino, uint64_t n) { return DropRefs(ino, n); }
+
+Status KvMeta::DropRefs(Ino ino, uint64_t n) {
   {
     std::lock_guard<std::mutex> g(open_mu_);
-    auto it = open_count_.find(ino);
-    if (it == open_count_.end()) return Status::OK();
-    if (--it->second > 0) return Status::OK();
-    open_count_.erase(it);
+    auto it = refs_.find(ino);
+    if (it == refs_.end()) return Status::OK();
+    if (it->second > n) {
+      it->second -= n;
+      return Status::OK();
+    }
+    refs_.erase(it);
+    if (sustained_.erase(ino) == 0) return Status::OK();
   }
   if (sid_ == 0) return Status::OK();
   return engine_->Run([&](kv::Txn& tx) {
@@ -940,9 +984,9 @@ Status KvMeta::Read(Ino ino, uint32_t chunk_index, std::vector<Slice>* slices) {
       true);
 }
 
-Status KvMeta::Write(const Context& ctx, Ino ino, uint32_t chunk_index, const Slice& slice, Attr* out) {
+Status KvMeta::Write(const Context& ctx, Ino ino, uint32_t chunk_index, const Slice& slice, const Timespec& mtime,
+                     Attr* out) {
   if (uint64_t(slice.pos) + slice.len > kChunkSize) return Status::Err(EINVAL, "slice crosses a chunk boundary");
-  Timespec now = Now();
   return engine_->Run([&](kv::Txn& tx) {
     Attr attr;
     RETURN_IF_ERROR(GetAttrTx(tx, ino, &attr));
@@ -962,9 +1006,8 @@ Status KvMeta::Write(const Context& ctx, Ino ino, uint32_t chunk_index, const Sl
     std::string value;
     if (v.ok()) value = std::move(*v);
     else if (!v.status().not_found()) return v.status();
-    chunk::AppendSlice(&value, slice);
-    RETURN_IF_ERROR(tx.Put(key, value));
-    attr.mtime = attr.ctime = now;
+    RETURN_IF_ERROR(AppendSliceTx(tx, key, std::move(value), slice));
+    attr.mtime = attr.ctime = mtime;
     RETURN_IF_ERROR(PutAttrTx(tx, ino, attr));
     *out = attr;
     return Status::OK();
@@ -974,12 +1017,14 @@ Status KvMeta::Write(const Context& ctx, Ino ino, uint32_t chunk_index, const Sl
 // ---------------------------------------------------------------- xattrs
 
 namespace {
-// "user." attributes are only for regular files and directories; reading
-// needs read permission, changing needs write permission (or ownership for
-// the "trusted."/"security." namespaces, which need root).
+// "user." attributes are only for regular files and directories (elsewhere
+// reading finds none, ENODATA, and writing is refused, EPERM, as in Linux's
+// xattr_permission); reading needs read permission, changing needs write
+// permission (or ownership for the "trusted."/"security." namespaces, which
+// need root).
 Status XattrAccess(const Context& ctx, const Attr& attr, const std::string& name, int mask) {
   if (name.rfind("user.", 0) == 0) {
-    if (!attr.IsFile() && !attr.IsDir()) return Status::Err(EPERM);
+    if (!attr.IsFile() && !attr.IsDir()) return Status::Err((mask & W_OK) ? EPERM : ENODATA);
     return CheckPermission(ctx, attr, mask);
   }
   if (name.rfind("trusted.", 0) == 0) return ctx.IsRoot() ? Status::OK() : Status::Err(EPERM);
@@ -1179,14 +1224,14 @@ Status KvMeta::Check(std::vector<std::string>* problems) {
             continue;
           }
           names[child]++;
-          if (it->second.IsDir()) {
+          if (it->second.IsDir() && it->second.nlink > 0) {
             subdirs[parent]++;
             if (it->second.parent != parent)
               problems->push_back(fmt::format("directory {} is in {} but records parent {}", child, parent, it->second.parent));
           }
         }
         for (auto& [ino, a] : attrs) {
-          if (ino == kRootIno) continue;
+          if (ino == kRootIno || (a.nlink == 0 && names[ino] == 0)) continue;  // unlinked, still referenced
           if (a.IsDir()) {
             if (names[ino] != 1) problems->push_back(fmt::format("directory {} has {} names", ino, names[ino]));
           } else if (a.nlink != names[ino] && !(a.nlink == 0 && names[ino] == 0)) {
@@ -1194,7 +1239,7 @@ Status KvMeta::Check(std::vector<std::string>* problems) {
           }
         }
         for (auto& [ino, a] : attrs)
-          if (a.IsDir() && a.nlink != 2 + subdirs[ino])
+          if (a.IsDir() && a.nlink > 0 && a.nlink != 2 + subdirs[ino])
             problems->push_back(fmt::format("directory {} nlink {} but {} subdirectories", ino, a.nlink, subdirs[ino]));
         return Status::OK();
       },

@@ -19,6 +19,7 @@
 #include <memory>
 #include <mutex>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "kv/kv.h"
 #include "meta/meta.h"
@@ -60,9 +61,12 @@ class KvMeta final : public Meta {
 
   Status Open(const Context& ctx, Ino ino, int flags, Attr* attr) override;
   Status Close(const Context& ctx, Ino ino) override;
+  void AddRef(Ino ino) override;
+  Status Forget(Ino ino, uint64_t n) override;
 
   Status Read(Ino ino, uint32_t chunk_index, std::vector<chunk::Slice>* slices) override;
-  Status Write(const Context& ctx, Ino ino, uint32_t chunk_index, const chunk::Slice& slice, Attr* attr) override;
+  Status Write(const Context& ctx, Ino ino, uint32_t chunk_index, const chunk::Slice& slice, const Timespec& mtime,
+               Attr* attr) override;
   Result<uint64_t> NewSliceId() override;
 
   Status GetXattr(const Context& ctx, Ino ino, const std::string& name, std::string* value) override;
@@ -83,7 +87,8 @@ class KvMeta final : public Meta {
     uint64_t end = 0;
   };
   Result<uint64_t> AllocId(const char* counter, IdPool* pool, uint64_t batch);
-  bool IsOpenLocally(Ino ino);
+  // Drops n local references; the last one reclaims a sustained inode.
+  Status DropRefs(Ino ino, uint64_t n);
   // Drops an inode whose nlink reached 0 inside the transaction: kept as
   // "sustained" if open in this client, else its records go and its data is
   // queued for reclaiming.
@@ -100,7 +105,8 @@ class KvMeta final : public Meta {
   IdPool slice_pool_;  // guarded by id_mu_
 
   std::mutex open_mu_;
-  std::unordered_map<Ino, int> open_count_;  // guarded by open_mu_
+  std::unordered_map<Ino, uint64_t> refs_;  // guarded by open_mu_: opens + kernel lookups
+  std::unordered_set<Ino> sustained_;       // guarded by open_mu_: unlinked while referenced
 
   uint64_t sid_ = 0;  // set once by NewSession before any file operation
   Format format_;     // set by Init/Load before use

@@ -167,12 +167,19 @@ class Meta {
   // (an open file that is unlinked keeps its data until the last Close).
   virtual Status Open(const Context& ctx, Ino ino, int flags, Attr* attr) = 0;
   virtual Status Close(const Context& ctx, Ino ino) = 0;
+  // The kernel gained one reference (a lookup reply) / dropped n of them
+  // (forget). An inode unlinked while this client still references
+  // it (open or looked up) stays readable until the last reference goes.
+  virtual void AddRef(Ino ino) = 0;
+  virtual Status Forget(Ino ino, uint64_t n) = 0;
 
   // ---- data: chunk slice lists ----
   virtual Status Read(Ino ino, uint32_t chunk_index, std::vector<chunk::Slice>* slices) = 0;
   // Appends a slice to the chunk, extends the length to cover it, sets
-  // mtime/ctime. ENOSPC when over the volume capacity.
-  virtual Status Write(const Context& ctx, Ino ino, uint32_t chunk_index, const chunk::Slice& slice, Attr* attr) = 0;
+  // mtime/ctime to `mtime` (when the data was written). ENOSPC when over the
+  // volume capacity.
+  virtual Status Write(const Context& ctx, Ino ino, uint32_t chunk_index, const chunk::Slice& slice,
+                       const Timespec& mtime, Attr* attr) = 0;
   virtual Result<uint64_t> NewSliceId() = 0;
 
   // ---- xattrs ----

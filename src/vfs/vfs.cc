@@ -109,9 +109,11 @@ std::shared_ptr<FileState> Vfs::FindFile(Ino ino) {
 // ---------------------------------------------------------------- namespace
 
 namespace {
-// Pending writes make a file longer than the engine knows.
+// Pending writes make a file longer and newer than the engine knows.
 void ApplyPending(FileState* f, Attr* attr) {
-  if (f && attr->IsFile()) attr->length = std::max(attr->length, f->pending.End());
+  if (!f || !attr->IsFile() || f->pending.empty()) return;
+  attr->length = std::max(attr->length, f->pending.End());
+  attr->mtime = attr->ctime = f->last_write;
 }
 }  // namespace
 
@@ -256,7 +258,7 @@ Status Vfs::CommitLocked(const Context& ctx, Ino ino, FileState& f) {
         return st.With("uploading slice");
       }
       Attr attr;
-      st = meta_->Write(ctx, ino, index, Slice{pos, id, n, 0, n}, &attr);
+      st = meta_->Write(ctx, ino, index, Slice{pos, id, n, 0, n}, f.last_write, &attr);
       if (!st.ok()) {
         writer->Abort();
         return st;
@@ -322,6 +324,7 @@ Result<size_t> Vfs::Write(const Context& ctx, Handle* fh, uint64_t off, const ch
   FileState& f = *fh->file;
   std::lock_guard<std::mutex> g(f.mu);
   f.pending.Write(off, data, size);
+  f.last_write = meta::Now();
   if (f.pending.bytes() >= config_.file_buffer_limit) RETURN_IF_ERROR(CommitLocked(ctx, fh->ino, f));
   return size;
 }
@@ -363,7 +366,19 @@ Result<size_t> Vfs::CopyFileRange(const Context& ctx, Handle* in, uint64_t off_i
                                   size_t len) {
   if (!in->file || !out->file) return Status::Err(EISDIR);
   if ((in->flags & O_ACCMODE) == O_WRONLY || (out->flags & O_ACCMODE) == O_RDONLY) return Status::Err(EBADF);
-  if (in->ino == out->ino && off_in < off_out + len && off_out < off_in + len) return Status::Err(EINVAL);
+  if (in->ino == out->ino) {
+    // Like copy_file_range(2): shorten the copy to the source's EOF first,
+    // then refuse overlapping ranges (a copy from past EOF copies nothing).
+    uint64_t length = 0;
+    {
+      std::lock_guard<std::mutex> g(in->file->mu);
+      Attr attr;
+      RETURN_IF_ERROR(meta_->GetAttr(Context::Root(), in->ino, &attr));
+      length = std::max(attr.length, in->file->pending.End());
+    }
+    len = off_in >= length ? 0 : size_t(std::min<uint64_t>(len, length - off_in));
+    if (off_in < off_out + len && off_out < off_in + len) return Status::Err(EINVAL);
+  }
   constexpr size_t kStep = 4u << 20;
   std::string buf;
   size_t copied = 0;

@@ -49,6 +49,7 @@ struct FileState {
   int handles = 0;              // guarded by Vfs::table_mu_
   WriteBuffer pending;          // guarded by mu: written, not yet committed
   uint64_t committed_length = 0;  // guarded by mu: length known to the engine
+  meta::Timespec last_write;      // guarded by mu: time of the newest pending write
 };
 
 struct Handle {
@@ -92,6 +93,11 @@ class Vfs {
   Status ReadLink(const Context& ctx, Ino ino, std::string* target);
   Status Access(const Context& ctx, Ino ino, int mask);
   Status StatFS(const Context& ctx, meta::StatFs* out);
+
+  // Kernel lookup references (see meta::Meta::AddRef): the adapter counts
+  // every entry it hands to the kernel and every forget.
+  void AddRef(Ino ino) { meta_->AddRef(ino); }
+  Status Forget(Ino ino, uint64_t n) { return meta_->Forget(ino, n); }
 
   Status Open(const Context& ctx, Ino ino, int flags, Handle** fh, Attr* attr);
   Status Create(const Context& ctx, Ino parent, const std::string& name, uint32_t mode, uint32_t umask, int flags,

@@ -43,6 +43,21 @@ void WriteBuffer::WriteInChunk(uint32_t index, uint32_t pos, const char* data, u
     new_end = std::max<uint64_t>(new_end, last->first + last->second.size());
     ++last;
   }
+  if (first != last && first->first == new_start) {
+    // Grow the first range in place: the common sequential append then costs
+    // amortised O(n) instead of copying the whole range every time.
+    std::string& grown = first->second;
+    bytes_ -= grown.size();
+    grown.resize(new_end - new_start);
+    for (auto r = std::next(first); r != last; ++r) {
+      std::memcpy(grown.data() + (r->first - new_start), r->second.data(), r->second.size());
+      bytes_ -= r->second.size();
+    }
+    std::memcpy(grown.data() + (start - new_start), data, n);
+    bytes_ += grown.size();
+    ranges.erase(std::next(first), last);
+    return;
+  }
   std::string merged(new_end - new_start, '\0');
   for (auto r = first; r != last; ++r) {
     std::memcpy(merged.data() + (r->first - new_start), r->second.data(), r->second.size());

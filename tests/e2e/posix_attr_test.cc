@@ -422,7 +422,7 @@ TEST_F(Times, LookupsAndReadsChangeNoMtimeOrCtime) {
   EXPECT_OK(stat(P("d/f"), &tmp));
   EXPECT_OK(access(P("d/f"), R_OK));
   EXPECT_OK(readlink(P("d/l"), buf, sizeof buf));
-  EXPECT_EQ(3u, ListDir(P("d")).size() + 1);
+  EXPECT_EQ(2u, ListDir(P("d")).size());
   EXPECT_EQ("data", ReadFile(P("d/l")));
   EXPECT_ERRNO(ENOENT, stat(P("d/missing"), &tmp));
   EXPECT_ERRNO(EEXIST, mkdir(P("d/f"), 0755)) << "a failed call changes nothing";
@@ -725,8 +725,10 @@ TEST_F(SeekHole, SparseFile) {
   off_t h2 = lseek(fd, (32 << 20) + 6, SEEK_HOLE);
   EXPECT_GE(h2, (32 << 20) + 6);
   EXPECT_LE(h2, kSize);
-  off_t last = lseek(fd, kSize - 1, SEEK_DATA);
-  EXPECT_TRUE(last == kSize - 1 || (last == -1 && errno == ENXIO)) << last;
+  // The last byte is in a hole (ENXIO) unless holes are reported as data.
+  off_t last = -1;
+  Errno e = Err(last = lseek(fd, kSize - 1, SEEK_DATA));
+  EXPECT_TRUE(e == Errno{ENXIO} || last == kSize - 1) << last << " " << e;
   EXPECT_ERRNO(ENXIO, lseek(fd, kSize, SEEK_DATA));
 }
 

@@ -96,16 +96,25 @@ TEST_F(Rename, ReplaceIsAtomicForReaders) {
       }
     }
   });
-  for (int i = 0; i < 300; ++i) {
+  // Wait for the reader to run, then replace b until both sides have done
+  // enough work to overlap (bounded by a deadline).
+  while (opened.load() == 0 && missing.load() == 0) std::this_thread::yield();
+  const int opened_before = opened.load();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  int i = 0;
+  for (; i < 300 || (opened.load() - opened_before < 300 && std::chrono::steady_clock::now() < deadline); ++i) {
     Path tmp = P("tmp" + std::to_string(i));
     WriteFile(tmp, std::to_string(i));
-    ASSERT_OK(rename(tmp, b));
+    if (rename(tmp, b) != 0) {
+      ADD_FAILURE() << "rename: " << strerror(errno);
+      break;
+    }
   }
   done = true;
   reader.join();
-  EXPECT_EQ(0, missing.load());
-  EXPECT_GT(opened.load(), 0);
-  EXPECT_EQ("299", ReadFile(b));
+  EXPECT_EQ(0, missing.load()) << "opens that failed with ENOENT while b was being replaced";
+  EXPECT_GT(opened.load(), opened_before);
+  EXPECT_EQ(std::to_string(i - 1), ReadFile(b));
   EXPECT_EQ(std::multiset<std::string>{"b"}, ListDir(dir_));
 }
 

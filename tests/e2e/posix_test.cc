@@ -899,6 +899,7 @@ TEST_F(Readdir, ListsExactlyTheEntries) {
   closedir(d);
   ASSERT_EQ(6u, entries.size());
   EXPECT_EQ(Stat(dir_).st_ino, entries["."].d_ino);
+  EXPECT_EQ(Stat(root_.c_str()).st_ino, entries[".."].d_ino);
   for (const char* n : {"file", "dir", "sym", "fifo"}) EXPECT_EQ(Lstat(P(n)).st_ino, entries[n].d_ino) << n;
   // d_type is optional (DT_UNKNOWN), but when reported it must be right.
   const std::map<std::string, unsigned char> types = {
@@ -1052,6 +1053,8 @@ TEST_F(Io, DataVisibleThroughOtherDescriptors) {
   EXPECT_EQ(5, Fstat(r).st_size);
   EXPECT_OK(fsync(w));
   EXPECT_OK(fdatasync(w));
+  Fd dfd(open(dir_, O_RDONLY | O_DIRECTORY));
+  EXPECT_OK(fsync(dfd)) << "fsync of a directory";
 }
 
 TEST_F(Io, StBlocksGrowWithData) {
@@ -1080,6 +1083,9 @@ TEST_F(Io, LseekBasics) {
   EXPECT_EQ(10, Fstat(fd).st_size) << "and does not change the size";
   EXPECT_EQ(1, write(fd, "x", 1));
   EXPECT_EQ(101, Fstat(fd).st_size);
+  char buf[1];
+  EXPECT_ERRNO(EINVAL, pread(fd, buf, 1, -1));
+  EXPECT_ERRNO(EINVAL, pwrite(fd, "x", 1, -1));
 }
 
 // ===========================================================================
