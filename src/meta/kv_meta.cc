@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <fstream>
 
 #include <fmt/format.h>
 
@@ -35,6 +36,10 @@ Status ValidName(const std::string& name) {
   if (name.find('/') != std::string::npos || name.find('\0') != std::string::npos) return Status::Err(EINVAL);
   return Status::OK();
 }
+
+// "." and ".." exist in every directory without being stored, so they can be
+// neither created (EEXIST) nor unlinked (EISDIR), as in Linux.
+bool IsDotName(const std::string& name) { return name == "." || name == ".."; }
 
 Status GetAttrTx(kv::Txn& tx, Ino ino, Attr* attr) {
   auto v = tx.Get(AttrKey(ino));
@@ -130,7 +135,17 @@ Status AppendSliceTx(kv::Txn& tx, const std::string& key, std::string value, con
   return tx.Put(key, value);
 }
 
-bool ProcessAlive(uint32_t pid) { return pid != 0 && (kill(pid_t(pid), 0) == 0 || errno != ESRCH); }
+// A process on this host is alive unless it is gone or a zombie (a killed
+// client whose parent has not reaped it).
+bool ProcessAlive(uint32_t pid) {
+  if (pid == 0) return false;
+  if (kill(pid_t(pid), 0) != 0 && errno == ESRCH) return false;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return true;  // no /proc: trust kill()
+  auto paren = line.rfind(')');
+  return !(paren != std::string::npos && paren + 2 < line.size() && (line[paren + 2] == 'Z' || line[paren + 2] == 'X'));
+}
 
 std::string HostName() {
   char buf[256] = {0};
@@ -616,6 +631,7 @@ Status KvMeta::Fallocate(const Context& ctx, Ino ino, int mode, uint64_t off, ui
 
 Status KvMeta::Mknod(const Context& ctx, Ino parent, const std::string& name, uint32_t mode, uint32_t cumask,
                      uint32_t rdev, const std::string& target, Ino* ino, Attr* attr) {
+  if (IsDotName(name)) return Status::Err(EEXIST);
   RETURN_IF_ERROR(ValidName(name));
   uint32_t type = mode & S_IFMT;
   if (type == 0) type = S_IFREG;
@@ -670,6 +686,7 @@ Status KvMeta::Mknod(const Context& ctx, Ino parent, const std::string& name, ui
 }
 
 Status KvMeta::Unlink(const Context& ctx, Ino parent, const std::string& name) {
+  if (IsDotName(name)) return Status::Err(EISDIR);
   RETURN_IF_ERROR(ValidName(name));
   Timespec now = Now();
   return engine_->Run([&](kv::Txn& tx) {
@@ -840,6 +857,7 @@ Status KvMeta::Rename(const Context& ctx, Ino psrc, const std::string& nsrc, Ino
 }
 
 Status KvMeta::Link(const Context& ctx, Ino ino, Ino parent, const std::string& name, Attr* out) {
+  if (IsDotName(name)) return Status::Err(EEXIST);
   RETURN_IF_ERROR(ValidName(name));
   Timespec now = Now();
   return engine_->Run([&](kv::Txn& tx) {

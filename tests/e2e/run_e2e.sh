@@ -2,13 +2,13 @@
 # End-to-end suite against a real mount of a fresh volume (SQLite + local
 # directory, small block size so chunk/block boundaries are crossed often).
 # Usage: run_e2e.sh TESSERA_BINARY E2E_BIN_DIR [SUITE...]
-# Suites: posix fsx concurrency persist build fsck (default: all).
+# Suites: posix fsx concurrency persist build twomounts crash fsck (default: all).
 # TESSERA_E2E_QUICK=1 shortens the random workloads (sanitizer builds).
 set -euo pipefail
 TESSERA=$(realpath "$1")
 BIN=$(realpath "$2")
 shift 2
-SUITES=${*:-posix fsx concurrency persist build fsck}
+SUITES=${*:-posix fsx concurrency persist build twomounts crash fsck}
 QUICK=${TESSERA_E2E_QUICK:-0}
 
 WORK=$(mktemp -d /tmp/tessera-e2e.XXXXXX)
@@ -18,7 +18,9 @@ mkdir -p "$MNT"
 chmod 755 "$WORK"
 
 cleanup() {
-  if mountpoint -q "$MNT"; then "$TESSERA" umount "$MNT" -f || umount -l "$MNT" || true; fi
+  for m in "$MNT" "$WORK/mnt2"; do
+    if mountpoint -q "$m"; then "$TESSERA" umount "$m" -f || umount -l "$m" || true; fi
+  done
   if [ "${KEEP:-0}" != 1 ]; then rm -rf "$WORK"; fi
 }
 trap cleanup EXIT
@@ -91,6 +93,56 @@ for suite in $SUITES; do
     mount_volume
     [ -f "$MNT/project/out/src/libtessera_kv.a" ] || fail "build output missing after remount"
     (cd "$MNT/project" && ninja -C out -n tessera_kv | grep -q "no work to do") || fail "build not up to date after remount"
+    ;;
+  twomounts)
+    log "two mounts of one SQLite volume on this host"
+    MNT2=$WORK/mnt2
+    mkdir -p "$MNT2"
+    "$TESSERA" mount "$META" "$MNT2" -d --log "$WORK/mount2.log" --attr-cache 0 --entry-cache 0 --dir-entry-cache 0
+    mkdir "$MNT/shared"
+    head -c 3000000 /dev/urandom >"$WORK/blob"
+    cp "$WORK/blob" "$MNT/shared/blob"
+    cmp "$WORK/blob" "$MNT2/shared/blob" || fail "second mount sees different data after close"
+    mv "$MNT2/shared/blob" "$MNT2/shared/blob2"
+    sleep 1.2  # first mount's entry cache
+    [ ! -e "$MNT/shared/blob" ] && cmp "$WORK/blob" "$MNT/shared/blob2" || fail "rename not seen by the other mount"
+    for i in $(seq 1 100); do : >"$MNT/shared/a$i" & : >"$MNT2/shared/b$i" & wait; done
+    [ "$(ls "$MNT2/shared" | grep -c '^[ab][0-9]')" = 200 ] || fail "concurrent creates from two mounts lost entries"
+    wins=0
+    for i in $(seq 1 50); do
+      (set -o noclobber; echo 1 >"$MNT/shared/x$i") 2>/dev/null && wins=$((wins + 1)) &
+      (set -o noclobber; echo 2 >"$MNT2/shared/x$i") 2>/dev/null &
+      wait
+    done
+    [ "$(ls "$MNT/shared" | grep -c '^x')" = 50 ] || fail "O_EXCL creates from two mounts"
+    for i in $(seq 1 50); do [ "$(wc -c <"$MNT2/shared/x$i")" = 2 ] || fail "O_EXCL: file x$i has two writers"; done
+    "$TESSERA" umount "$MNT2"
+    ;;
+  crash)
+    log "client crash: acknowledged data survives, open-unlinked files are reclaimed"
+    head -c 5000000 /dev/urandom >"$WORK/acked"
+    cp "$WORK/acked" "$MNT/acked"                       # close() returned
+    baseline=$(find "$WORK/bucket/chunks" -type f | wc -l)
+    head -c 2000000 /dev/urandom >"$MNT/doomed"
+    sleep 1000 <"$MNT/doomed" &
+    holder=$!
+    sleep 0.2
+    rm "$MNT/doomed"
+    [ "$(find "$WORK/bucket/chunks" -type f | wc -l)" -gt "$baseline" ] || fail "open-unlinked file lost its data early"
+    pid=$(pgrep -f "tessera mount $META $MNT" | head -1)
+    [ -n "$pid" ] || fail "cannot find the client process"
+    kill -9 "$pid"
+    kill "$holder" 2>/dev/null || true
+    wait "$holder" 2>/dev/null || true
+    umount -l "$MNT" 2>/dev/null || true
+    mount_volume
+    cmp "$WORK/acked" "$MNT/acked" || fail "data acknowledged by close() lost in a client crash"
+    for _ in $(seq 1 50); do
+      left=$(find "$WORK/bucket/chunks" -type f | wc -l)
+      [ "$left" -le "$baseline" ] && break
+      sleep 0.2
+    done
+    [ "$left" -eq "$baseline" ] || fail "objects of the open-unlinked file not reclaimed after the crash ($left, expected $baseline)"
     ;;
   fsck)
     log "fsck after the workloads"
