@@ -17,6 +17,8 @@
 //   fsync       fsync or fdatasync
 //   reopen      close and reopen, then compare the whole file
 //   full_read   compare the whole file
+//               (files over 8 MiB: start, end and two sampled windows; the
+//               final check after the last operation always reads everything)
 //   src_write   pwrite/ftruncate on the scratch file (feeds "copy")
 //
 // Offsets are biased towards multiples of the boundary (-b), towards page
@@ -58,6 +60,7 @@ constexpr uint64_t kMiB = 1024 * kKiB;
 constexpr size_t kLogSize = 20;          // operations shown on failure
 constexpr uint64_t kEdgeWindow = 64;     // bytes read back around a modified range's edges
 constexpr uint64_t kFullReadChunk = kMiB;
+constexpr uint64_t kMaxWholeCompare = 8 * kMiB;  // larger files are compared by samples
 
 void Usage(FILE* out) {
   std::fprintf(out,
@@ -238,6 +241,7 @@ class Fsx {
 
     for (op_no_ = 1; op_no_ <= opt_.num_ops; ++op_no_) {
       DoOp(PickOp());
+      FinishLogEntry();
       CheckSize();
       if (!opt_.quiet && opt_.num_ops >= 20000 && op_no_ % 10000 == 0) {
         std::printf("fsx: %" PRIu64 " ops done, size %zu\n", op_no_, model_.size());
@@ -247,9 +251,10 @@ class Fsx {
     --op_no_;
 
     // Final persistence check of both files through fresh descriptors.
+    final_check_ = true;
     Reopen(/*also_src=*/true);
     CheckRange(0, model_.size());
-    if (src_fd_ >= 0) CheckSrcFile();
+    if (src_fd_ >= 0) CheckSrcFile(/*whole=*/true);
     const double secs =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     PrintSummary(secs);
@@ -350,11 +355,19 @@ class Fsx {
     return std::clamp<uint64_t>(std::min(len, opt_.max_op_len), 1, max);
   }
 
-  void Log(Op op, uint64_t off, uint64_t len, uint64_t touch_lo, uint64_t touch_hi,
-           uint64_t size_before, uint64_t src_off = 0, const char* note = "") {
+  // Records an operation before it is carried out, so that a failure or a
+  // crash inside it shows its parameters; the main loop fills in size_after.
+  void Log(Op op, uint64_t off, uint64_t len, uint64_t touch_lo, uint64_t touch_hi, uint64_t src_off = 0,
+           const char* note = "") {
     LogEntry& e = log_[log_next_++ % kLogSize];
-    e = LogEntry{op_no_, op, off, len, src_off, size_before, model_.size(), touch_lo, touch_hi, note};
+    e = LogEntry{op_no_, op, off, len, src_off, model_.size(), model_.size(), touch_lo, touch_hi, note};
     ++counts_[op];
+  }
+
+  void FinishLogEntry() {
+    if (log_next_ == 0) return;
+    LogEntry& e = log_[(log_next_ - 1) % kLogSize];
+    e.size_after = model_.size();
     if (opt_.verbose) PrintEntry(stdout, e);
   }
 
@@ -384,7 +397,8 @@ class Fsx {
   // Prints the last operations; marks those that changed bad_off.
   void DumpLog(uint64_t bad_off) {
     const size_t n = std::min<uint64_t>(log_next_, kLogSize);
-    std::fprintf(stderr, "last %zu operations (oldest first; '*' = modified the first bad byte):\n", n);
+    std::fprintf(stderr, "last %zu operations (oldest first%s):\n", n,
+                 bad_off == UINT64_MAX ? "" : "; '*' = may have modified the first bad byte");
     for (size_t i = log_next_ - n; i < log_next_; ++i) {
       const LogEntry& e = log_[i % kLogSize];
       const bool touched = bad_off >= e.touch_lo && bad_off < e.touch_hi;
@@ -395,8 +409,12 @@ class Fsx {
 
   [[noreturn]] __attribute__((format(printf, 3, 4))) void Fail(uint64_t bad_off, const char* fmt, ...) {
     std::fflush(stdout);
-    std::fprintf(stderr, "\nfsx: FAILED at op %" PRIu64 " (%s), seed %" PRIu64 ": ", op_no_,
-                 kOpNames[current_op_], opt_.seed);
+    if (final_check_) {
+      std::fprintf(stderr, "\nfsx: FAILED in the final check after reopening (seed %" PRIu64 "): ", opt_.seed);
+    } else {
+      std::fprintf(stderr, "\nfsx: FAILED at op %" PRIu64 " (%s), seed %" PRIu64 ": ", op_no_,
+                   kOpNames[current_op_], opt_.seed);
+    }
     va_list ap;
     va_start(ap, fmt);
     std::vfprintf(stderr, fmt, ap);
@@ -442,6 +460,7 @@ class Fsx {
 
   // Compares actual bytes of [off, off+len) with the model and fails on a difference.
   void Compare(const uint8_t* actual, uint64_t off, uint64_t len, const char* how) {
+    if (len == 0) return;
     const uint8_t* expected = model_.data() + off;
     if (std::memcmp(actual, expected, len) == 0) return;
     uint64_t first = 0;
@@ -514,6 +533,21 @@ class Fsx {
     }
   }
 
+  // Compares the whole file, or for files larger than kMaxWholeCompare (big
+  // -l) a sample: the start, the end and windows at a random offset and at a
+  // boundary, so that frequent whole-file checks stay affordable.
+  void CheckWhole(const char* how) {
+    const uint64_t size = model_.size();
+    if (size <= kMaxWholeCompare) return CheckRange(0, size, how);
+    const uint64_t w = kMaxWholeCompare / 4;
+    CheckRange(0, w, how);
+    CheckRange(size - w, size, how);
+    const uint64_t random = rng_.Below(size - w);
+    CheckRange(random, random + w, how);
+    const uint64_t near = PickOffset(size);
+    CheckRange(near > w / 2 ? near - w / 2 : 0, near + w / 2, how);
+  }
+
   // Reads back the bytes around both edges of a modified range.
   void CheckEdges(uint64_t lo, uint64_t hi) {
     const auto window = [&](uint64_t at) {
@@ -532,15 +566,22 @@ class Fsx {
     }
   }
 
-  void CheckSrcFile() {
+  // Checks the scratch file's size and content (whole, or a window of
+  // kMaxWholeCompare bytes when it is larger and !whole).
+  void CheckSrcFile(bool whole) {
     struct stat st;
     if (fstat(src_fd_, &st) != 0) SysFail("fstat", src_path_.c_str());
     if (static_cast<uint64_t>(st.st_size) != src_model_.size()) {
       Fail(UINT64_MAX, "scratch file %s: st_size is %jd, expected %zu", src_path_.c_str(),
            static_cast<intmax_t>(st.st_size), src_model_.size());
     }
-    for (uint64_t off = 0; off < src_model_.size(); off += kFullReadChunk) {
-      const uint64_t len = std::min<uint64_t>(kFullReadChunk, src_model_.size() - off);
+    uint64_t lo = 0, hi = src_model_.size();
+    if (!whole && hi > kMaxWholeCompare) {
+      lo = rng_.Below(hi - kMaxWholeCompare + 1);
+      hi = lo + kMaxWholeCompare;
+    }
+    for (uint64_t off = lo; off < hi; off += kFullReadChunk) {
+      const uint64_t len = std::min<uint64_t>(kFullReadChunk, hi - off);
       if (ReadFully(src_fd_, buf2_.data(), off, len) != len ||
           std::memcmp(buf2_.data(), src_model_.data() + off, len) != 0) {
         Fail(UINT64_MAX, "scratch file %s differs from its model in [%" PRIu64 ", %" PRIu64 ")",
@@ -598,12 +639,11 @@ class Fsx {
   void OpWrite() {
     const uint64_t off = PickOffset(opt_.max_len);
     const uint64_t len = PickLen(opt_.max_len - off);
-    const uint64_t before = model_.size();
     rng_.Fill(buf_.data(), len);
+    Log(kWrite, off, len, off, off + len);
     WriteFully(fd_, buf_.data(), off, len);
     if (off + len > model_.size()) model_.resize(off + len);
     std::memcpy(model_.data() + off, buf_.data(), len);
-    Log(kWrite, off, len, off, off + len, before);
     CheckEdges(off, off + len);
   }
 
@@ -612,7 +652,7 @@ class Fsx {
     // Mostly inside the file; sometimes straddling or past EOF.
     const uint64_t off = rng_.OneIn(8) ? PickOffset(opt_.max_len) : PickOffset(size);
     const uint64_t len = PickLen(opt_.max_op_len);
-    Log(kRead, off, len, 0, 0, size);
+    Log(kRead, off, len, 0, 0);
     const uint64_t expect = off < size ? std::min(len, size - off) : 0;
     const uint64_t got = ReadFully(fd_, buf2_.data(), off, len);
     if (got != expect) {
@@ -625,9 +665,9 @@ class Fsx {
   void OpTruncate() {
     const uint64_t before = model_.size();
     const uint64_t to = PickOffset(opt_.max_len + 1);
+    Log(kTruncate, to, 0, std::min(before, to), std::max(before, to));
     if (ftruncate(fd_, static_cast<off_t>(to)) != 0) SysFail("ftruncate", "");
     model_.resize(to);  // growing fills with zeros
-    Log(kTruncate, to, 0, std::min(before, to), std::max(before, to), before);
     CheckEdges(std::min(before, to), std::max(before, to));
   }
 
@@ -636,13 +676,13 @@ class Fsx {
     const uint64_t off = PickOffset(size);
     // May extend past EOF: KEEP_SIZE keeps the size and there is nothing to zero there.
     const uint64_t len = PickLen(opt_.max_len);
+    const uint64_t end = std::min(size, off + len);
+    Log(kPunchHole, off, len, off, end);
     if (fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(off),
                   static_cast<off_t>(len)) != 0) {
       SysFail("fallocate(PUNCH_HOLE|KEEP_SIZE)", "");
     }
-    const uint64_t end = std::min(size, off + len);
     std::memset(model_.data() + off, 0, end - off);
-    Log(kPunchHole, off, len, off, end, size);
     CheckEdges(off, end);
   }
 
@@ -651,11 +691,12 @@ class Fsx {
     const uint64_t off = PickOffset(opt_.max_len);
     const uint64_t len = PickLen(opt_.max_len - off);
     const int mode = keep_size ? FALLOC_FL_KEEP_SIZE : 0;
+    const uint64_t new_size = keep_size ? before : std::max(before, off + len);
+    Log(keep_size ? kFallocKeepSize : kFallocate, off, len, before, new_size);
     if (fallocate(fd_, mode, static_cast<off_t>(off), static_cast<off_t>(len)) != 0) {
       SysFail(keep_size ? "fallocate(KEEP_SIZE)" : "fallocate(0)", "");
     }
-    if (!keep_size && off + len > before) model_.resize(off + len);
-    Log(keep_size ? kFallocKeepSize : kFallocate, off, len, before, model_.size(), before);
+    model_.resize(new_size);
     CheckEdges(off, off + len);
   }
 
@@ -676,17 +717,16 @@ class Fsx {
   }
 
   void OpCopy() {
-    const uint64_t before = model_.size();
     const uint64_t src_size = src_model_.size();
     // Source offset mostly inside the scratch file, sometimes past its end.
     const uint64_t src_off = rng_.OneIn(10) ? src_size + rng_.Below(page_) : rng_.Below(src_size);
     const uint64_t dst_off = PickOffset(opt_.max_len);
     const uint64_t len = PickLen(opt_.max_len - dst_off);
     const uint64_t expect = src_off < src_size ? std::min(len, src_size - src_off) : 0;
+    Log(kCopy, dst_off, len, dst_off, dst_off + expect, src_off);
     const uint64_t got = CopyRange(src_fd_, src_off, dst_off, len);
     if (expect > 0 && dst_off + expect > model_.size()) model_.resize(dst_off + expect);
     if (expect > 0) std::memcpy(model_.data() + dst_off, src_model_.data() + src_off, expect);
-    Log(kCopy, dst_off, len, dst_off, dst_off + expect, before, src_off);
     if (got != expect) {
       Fail(UINT64_MAX, "copy_file_range copied %" PRIu64 " bytes, expected %" PRIu64
            " (scratch size %" PRIu64 ")", got, expect, src_size);
@@ -712,20 +752,25 @@ class Fsx {
       const uint64_t r = rng_.Below(low + high);
       dst_off = r < low ? r : src_off + len + (r - low);
     }
+    Log(kCopySelf, dst_off, len, dst_off, dst_off + len, src_off);
     const uint64_t got = CopyRange(fd_, src_off, dst_off, len);
     if (dst_off + len > model_.size()) model_.resize(dst_off + len);
     std::memcpy(model_.data() + dst_off, model_.data() + src_off, len);
-    Log(kCopySelf, dst_off, len, dst_off, dst_off + len, before, src_off);
     if (got != len) Fail(UINT64_MAX, "copy_file_range copied %" PRIu64 " bytes, expected %" PRIu64, got, len);
     CheckEdges(dst_off, dst_off + len);
   }
 
   void OpMapRead() {
     const uint64_t size = model_.size();
-    const uint64_t off = PickOffset(size);
-    // A quarter of the reads run to EOF so that the tail-page check fires.
-    const uint64_t len = rng_.OneIn(4) ? size - off : PickLen(size - off);
-    Log(kMapRead, off, len, 0, 0, size);
+    uint64_t off = 0, len = 0;
+    if (rng_.OneIn(4)) {  // run to EOF so that the tail-page check fires
+      len = PickLen(std::min(size, opt_.max_op_len));
+      off = size - len;
+    } else {
+      off = PickOffset(size);
+      len = PickLen(size - off);
+    }
+    Log(kMapRead, off, len, 0, 0);
     uint64_t delta = 0, map_len = 0;
     uint8_t* p = Map(off, len, PROT_READ, &delta, &map_len);
     Compare(p + delta, off, len, "mmap read");
@@ -747,6 +792,7 @@ class Fsx {
     const uint64_t size = model_.size();
     const uint64_t off = PickOffset(size);
     const uint64_t len = PickLen(size - off);
+    Log(kMapWrite, off, len, off, off + len);
     uint64_t delta = 0, map_len = 0;
     uint8_t* p = Map(off, len, PROT_READ | PROT_WRITE, &delta, &map_len);
     rng_.Fill(buf_.data(), len);
@@ -754,45 +800,44 @@ class Fsx {
     if (msync(p, map_len, MS_SYNC) != 0) SysFail("msync", "");
     if (munmap(p, map_len) != 0) SysFail("munmap", "");
     std::memcpy(model_.data() + off, buf_.data(), len);
-    Log(kMapWrite, off, len, off, off + len, size);
     CheckEdges(off, off + len);
   }
 
   void OpFsync() {
     const bool data_only = rng_.OneIn(2);
+    Log(kFsync, 0, 0, 0, 0, 0, data_only ? "fdatasync" : "fsync");
     if ((data_only ? fdatasync(fd_) : fsync(fd_)) != 0) SysFail(data_only ? "fdatasync" : "fsync", "");
-    Log(kFsync, 0, 0, 0, 0, model_.size(), 0, data_only ? "fdatasync" : "fsync");
   }
 
   void OpReopen() {
-    const bool also_src = rng_.OneIn(2);
+    const bool also_src = rng_.OneIn(2) && src_fd_ >= 0;
+    Log(kReopen, 0, 0, 0, 0, 0, also_src ? "both files" : "");
     Reopen(also_src);
-    Log(kReopen, 0, 0, 0, 0, model_.size(), 0, also_src ? "both files" : "");
     CheckSize();
-    CheckRange(0, model_.size(), "read after reopen");
-    if (also_src) CheckSrcFile();
+    CheckWhole("read after reopen");
+    if (also_src) CheckSrcFile(/*whole=*/false);
   }
 
   void OpFullRead() {
-    Log(kFullRead, 0, 0, 0, 0, model_.size());
-    CheckRange(0, model_.size(), "full read");
+    Log(kFullRead, 0, 0, 0, 0);
+    CheckWhole("full read");
   }
 
   void OpSrcWrite() {
     const uint64_t before = src_model_.size();
     if (before > 0 && rng_.OneIn(8)) {
       const uint64_t to = rng_.Below(opt_.max_len + 1);
+      Log(kSrcWrite, to, 0, 0, 0, 0, "scratch truncate");
       if (ftruncate(src_fd_, static_cast<off_t>(to)) != 0) SysFail("ftruncate", src_path_.c_str());
       src_model_.resize(to);
-      Log(kSrcWrite, to, 0, 0, 0, model_.size(), 0, "scratch truncate");
     } else {
       const uint64_t off = rng_.Below(std::min(opt_.max_len, before + page_));
       const uint64_t len = PickLen(opt_.max_len - off);
       rng_.Fill(buf_.data(), len);
+      Log(kSrcWrite, off, len, 0, 0, 0, "scratch write");
       WriteFully(src_fd_, buf_.data(), off, len);
       if (off + len > src_model_.size()) src_model_.resize(off + len);
       std::memcpy(src_model_.data() + off, buf_.data(), len);
-      Log(kSrcWrite, off, len, 0, 0, model_.size(), 0, "scratch write");
     }
     struct stat st;
     if (fstat(src_fd_, &st) != 0) SysFail("fstat", src_path_.c_str());
@@ -826,6 +871,7 @@ class Fsx {
   std::vector<uint8_t> buf2_;       // data read back
   uint64_t op_no_ = 0;
   Op current_op_ = kWrite;
+  bool final_check_ = false;
   std::array<LogEntry, kLogSize> log_{};
   uint64_t log_next_ = 0;
   std::array<uint64_t, kNumOps> counts_{};
