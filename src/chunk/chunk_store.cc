@@ -8,15 +8,14 @@
 #include "common/log.h"
 
 namespace tessera::chunk {
-namespace {
 
 // Buffers a slice's bytes per block and uploads blocks in index order: blocks
 // [0, uploaded_) are in the store and immutable, later ones live in buffers_.
 // Thread-safe: one mutex serializes all calls (uploads happen under it).
 class SliceWriterImpl final : public SliceWriter {
  public:
-  SliceWriterImpl(object::ObjectStore* store, uint32_t block_size, uint64_t id)
-      : store_(store), block_size_(block_size), id_(id) {}
+  SliceWriterImpl(ChunkStore* chunks, uint32_t block_size, uint64_t id)
+      : chunks_(chunks), block_size_(block_size), id_(id) {}
 
   uint64_t id() const override { return id_; }
 
@@ -65,7 +64,8 @@ class SliceWriterImpl final : public SliceWriter {
     std::lock_guard lock(mu_);
     // Best effort: a block that cannot be deleted is an orphan for GC to find.
     for (const std::string& key : uploaded_keys_) {
-      Status st = store_->Delete(key);
+      chunks_->ForgetBlock(key);
+      Status st = chunks_->store_->Delete(key);
       if (!st.ok()) LOG_WARN("abort {}: cannot delete block {}: {}", Name(), key, st.ToString());
     }
     uploaded_keys_.clear();
@@ -84,14 +84,15 @@ class SliceWriterImpl final : public SliceWriter {
       std::string& buf = buffers_[uploaded_];
       buf.resize(len);
       std::string key = BlockKey(id_, uploaded_, len);
-      RETURN_IF_ERROR(store_->Put(key, buf).With("upload " + Name()));
+      // On failure buf is kept for a retry.
+      RETURN_IF_ERROR(chunks_->PutBlock(key, &buf).With("upload " + Name()));
       uploaded_keys_.push_back(std::move(key));
       buffers_.erase(uploaded_);
     }
     return Status::OK();
   }
 
-  object::ObjectStore* const store_;
+  ChunkStore* const chunks_;
   const uint32_t block_size_;
   const uint64_t id_;
 
@@ -102,14 +103,55 @@ class SliceWriterImpl final : public SliceWriter {
   bool done_ = false;                        // guarded by mu_; after Finish or Abort
 };
 
+Status StoreConfig::Validate() const {
+  if (block_size == 0 || block_size > kChunkSize) return Status::Err(EINVAL, "block size out of range");
+  if (!(free_space_ratio >= 0 && free_space_ratio < 1)) {
+    return Status::Err(EINVAL, "free space ratio " + std::to_string(free_space_ratio) + " is not in [0, 1)");
+  }
+  if (!cache_dir.empty()) {
+    if (cache_volume.empty() || cache_volume == "." || cache_volume == ".." ||
+        cache_volume.find('/') != std::string::npos) {
+      return Status::Err(EINVAL, "cache volume '" + cache_volume + "' must be one path component (the volume UUID)");
+    }
+  }
+  return Status::OK();
+}
+
+namespace {
+
+std::unique_ptr<DiskBlockCache> OpenDiskCache(const StoreConfig& config) {
+  if (config.cache_dir.empty() || config.cache_size == 0) return nullptr;
+  Status valid = config.Validate();
+  if (!valid.ok()) {
+    LOG_ERROR("disk cache disabled: {}", valid.ToString());
+    return nullptr;
+  }
+  DiskCacheOptions opts;
+  opts.dir = config.cache_dir + "/" + config.cache_volume;
+  opts.capacity_bytes = config.cache_size;
+  opts.free_space_ratio = config.free_space_ratio;
+  opts.eviction = config.cache_eviction;
+  Result<std::unique_ptr<DiskBlockCache>> cache = DiskBlockCache::Open(std::move(opts));
+  if (!cache.ok()) {
+    LOG_WARN("disk cache disabled: {}", cache.status().ToString());
+    return nullptr;
+  }
+  return std::move(cache).value();
+}
+
 }  // namespace
 
-ChunkStore::ChunkStore(object::ObjectStore* store, StoreConfig config) : store_(store), config_(config) {}
+ChunkStore::ChunkStore(object::ObjectStore* store, StoreConfig config)
+    : store_(store),
+      config_(std::move(config)),
+      mem_(config_.mem_cache_bytes > 0 ? std::make_unique<MemBlockCache>(config_.mem_cache_bytes) : nullptr),
+      disk_(OpenDiskCache(config_)),
+      whole_blocks_(mem_ || disk_ || config_.compression != Compression::kNone) {}
 
 ChunkStore::~ChunkStore() = default;
 
 std::unique_ptr<SliceWriter> ChunkStore::NewWriter(uint64_t id) {
-  return std::make_unique<SliceWriterImpl>(store_, config_.block_size, id);
+  return std::make_unique<SliceWriterImpl>(this, config_.block_size, id);
 }
 
 Status ChunkStore::ReadSlice(uint64_t id, uint32_t size, uint32_t off, uint32_t len, char* buf) {
@@ -137,12 +179,19 @@ Status ChunkStore::ReadSlice(uint64_t id, uint32_t size, uint32_t off, uint32_t 
 Status ChunkStore::ReadBlock(uint64_t id, uint32_t index, uint32_t block_len, uint32_t off, uint32_t n,
                              char* buf) {
   const std::string key = BlockKey(id, index, block_len);
+  if (whole_blocks_) {
+    ASSIGN_OR_RETURN(BlockRef block, GetBlock(key, block_len));
+    std::memcpy(buf, block->data() + off, n);
+    return Status::OK();
+  }
+  counters_.store_gets.fetch_add(1, std::memory_order_relaxed);
   Result<std::string> data = store_->Get(key, off, n);
   if (!data.ok()) {
     // The slice is committed, so a missing block is lost data, not a missing file.
     if (data.status().not_found()) return Status::Err(EIO, "block " + key + " is missing");
     return data.status().With("read block " + key);
   }
+  counters_.store_get_bytes.fetch_add(data->size(), std::memory_order_relaxed);
   if (data->size() != n) {
     return Status::Err(EIO, "block " + key + " is short: read " + std::to_string(data->size()) + " of " +
                                 std::to_string(n) + " bytes at " + std::to_string(off));
@@ -151,11 +200,144 @@ Status ChunkStore::ReadBlock(uint64_t id, uint32_t index, uint32_t block_len, ui
   return Status::OK();
 }
 
+Result<BlockRef> ChunkStore::GetBlock(const std::string& key, uint32_t len) {
+  if (mem_) {
+    if (BlockRef block = mem_->Get(key)) {
+      counters_.mem_hits.fetch_add(1, std::memory_order_relaxed);
+      return block;
+    }
+    counters_.mem_misses.fetch_add(1, std::memory_order_relaxed);
+  }
+  std::shared_ptr<Flight> flight;
+  bool leader = false;
+  {
+    std::lock_guard lock(flights_mu_);
+    auto [it, inserted] = flights_.try_emplace(key);
+    if (inserted) it->second = std::make_shared<Flight>();
+    flight = it->second;
+    leader = inserted;
+  }
+  if (!leader) {
+    counters_.shared_fetches.fetch_add(1, std::memory_order_relaxed);
+    std::unique_lock lock(flight->mu);
+    flight->cv.wait(lock, [&] { return flight->done; });
+    return *flight->result;
+  }
+  // A fetch that finished between our miss and taking the lead has filled
+  // the memory cache already.
+  BlockRef cached = mem_ ? mem_->Get(key) : nullptr;
+  Result<BlockRef> result = cached ? Result<BlockRef>(std::move(cached)) : Load(key, len);
+  {
+    std::lock_guard lock(flights_mu_);
+    flights_.erase(key);
+  }
+  {
+    std::lock_guard lock(flight->mu);
+    flight->result = result;
+    flight->done = true;
+  }
+  flight->cv.notify_all();
+  return result;
+}
+
+Result<BlockRef> ChunkStore::Load(const std::string& key, uint32_t len) {
+  if (disk_) {
+    if (BlockRef block = disk_->Get(key, len)) {
+      counters_.disk_hits.fetch_add(1, std::memory_order_relaxed);
+      if (mem_) mem_->Put(key, block);
+      return block;
+    }
+    counters_.disk_misses.fetch_add(1, std::memory_order_relaxed);
+  }
+  counters_.store_gets.fetch_add(1, std::memory_order_relaxed);
+  Result<std::string> body = store_->Get(key);
+  if (!body.ok()) {
+    // The slice is committed, so a missing block is lost data, not a missing file.
+    if (body.status().not_found()) return Status::Err(EIO, "block " + key + " is missing");
+    return body.status().With("read block " + key);
+  }
+  counters_.store_get_bytes.fetch_add(body->size(), std::memory_order_relaxed);
+  BlockRef block;
+  if (config_.compression == Compression::kNone) {
+    if (body->size() != len) {
+      return Status::Err(EIO, "block " + key + " is " + (body->size() < len ? "short" : "too long") + ": " +
+                                  std::to_string(body->size()) + " bytes, want " + std::to_string(len));
+    }
+    block = std::make_shared<const std::string>(std::move(body).value());
+  } else {
+    ASSIGN_OR_RETURN(std::string raw, DecompressBlock(config_.compression, *body, len, key));
+    block = std::make_shared<const std::string>(std::move(raw));
+  }
+  if (mem_) mem_->Put(key, block);
+  if (disk_) disk_->Put(key, block);
+  return block;
+}
+
+Status ChunkStore::PutBlock(const std::string& key, std::string* block) {
+  std::string compressed;
+  if (config_.compression != Compression::kNone) {
+    ASSIGN_OR_RETURN(compressed, CompressBlock(config_.compression, *block));
+  }
+  const std::string& body = config_.compression == Compression::kNone ? *block : compressed;
+  RETURN_IF_ERROR(store_->Put(key, body));
+  counters_.store_puts.fetch_add(1, std::memory_order_relaxed);
+  counters_.store_put_bytes.fetch_add(body.size(), std::memory_order_relaxed);
+  if (mem_ || disk_) {
+    auto ref = std::make_shared<const std::string>(std::move(*block));
+    if (mem_) mem_->Put(key, ref);
+    if (disk_) disk_->Put(key, ref);
+  }
+  return Status::OK();
+}
+
+void ChunkStore::ForgetBlock(const std::string& key) {
+  if (mem_) mem_->Erase(key);
+  if (disk_) disk_->Erase(key);
+}
+
+ChunkStats ChunkStore::stats() const {
+  ChunkStats s;
+  s.mem_hits = counters_.mem_hits.load(std::memory_order_relaxed);
+  s.mem_misses = counters_.mem_misses.load(std::memory_order_relaxed);
+  s.disk_hits = counters_.disk_hits.load(std::memory_order_relaxed);
+  s.disk_misses = counters_.disk_misses.load(std::memory_order_relaxed);
+  s.shared_fetches = counters_.shared_fetches.load(std::memory_order_relaxed);
+  s.store_gets = counters_.store_gets.load(std::memory_order_relaxed);
+  s.store_get_bytes = counters_.store_get_bytes.load(std::memory_order_relaxed);
+  s.store_puts = counters_.store_puts.load(std::memory_order_relaxed);
+  s.store_put_bytes = counters_.store_put_bytes.load(std::memory_order_relaxed);
+  if (mem_) {
+    s.mem_bytes = mem_->bytes();
+    s.mem_blocks = mem_->blocks();
+  }
+  if (disk_) {
+    const DiskBlockCache::Stats d = disk_->stats();
+    s.disk_enabled = true;
+    s.disk_bytes = d.bytes;
+    s.disk_blocks = d.blocks;
+    s.disk_corrupt = d.corrupt;
+    s.disk_evictions = d.evictions;
+    s.disk_dropped_writes = d.dropped_writes;
+  }
+  return s;
+}
+
+void ChunkStore::WaitForCacheWrites() {
+  if (disk_) disk_->Drain();
+}
+
+Status ChunkStore::UploadBlock(uint64_t id, uint32_t index, std::string_view data) {
+  std::string block(data);
+  return PutBlock(BlockKey(id, index, uint32_t(data.size())), &block);
+}
+
 Status ChunkStore::DeleteSlice(uint64_t id, uint32_t size) {
   if (id == 0) return Status::OK();
   Status first;
   for (uint32_t i = 0, count = BlockCount(size, config_.block_size); i < count; ++i) {
-    Status st = store_->Delete(BlockKey(id, i, BlockLen(size, config_.block_size, i)));
+    const std::string key = BlockKey(id, i, BlockLen(size, config_.block_size, i));
+    ForgetBlock(key);
+    Status st = store_->Delete(key);
     if (!st.ok() && first.ok()) first = st.With("delete slice " + std::to_string(id));
   }
   return first;

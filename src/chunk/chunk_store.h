@@ -2,19 +2,78 @@
 // Thread-safe: many readers and writers at once.
 #pragma once
 
+#include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 
+#include "chunk/compression.h"
+#include "chunk/disk_cache.h"
 #include "chunk/layout.h"
+#include "chunk/mem_cache.h"
 #include "common/status.h"
 #include "object/object_store.h"
 
 namespace tessera::chunk {
 
+// Chunk-layer options; the defaults here are the defaults of the mount.
+// Every field has a default member initializer so that callers can name only
+// the fields they set (StoreConfig{block_size}, StoreConfig{.block_size = n}).
 struct StoreConfig {
+  // Maximum block size; must be the volume's BlockSize (docs/format.md §1).
   uint32_t block_size = kDefaultBlockSize;
+  // Per-block compression; must be the volume's Compression. Objects of a
+  // compressed volume are always fetched whole.
+  Compression compression = Compression::kNone;
+
+  // Memory cache of whole uncompressed blocks, LRU, bounded by this many
+  // bytes; 0 disables it. Holds blocks read and blocks just uploaded.
+  uint64_t mem_cache_bytes = 256ull << 20;
+
+  // Disk cache root directory; empty disables the disk cache. Blocks live in
+  // cache_dir/<cache_volume>/raw/<BlockKey>. A cache directory that cannot be
+  // used (permissions, in use by another client) is logged and skipped.
+  std::string cache_dir{};
+  // Subdirectory of cache_dir for this volume (the mount passes the volume
+  // UUID). Required with cache_dir: volumes must never share cache entries,
+  // their slice ids overlap.
+  std::string cache_volume{};
+  // Bytes of cache files (headers included) the disk cache may hold.
+  uint64_t cache_size = 100ull << 30;
+  // The disk cache evicts, or stops caching, to keep at least this fraction
+  // of its file system free. [0, 1); 0 = no check.
+  double free_space_ratio = 0.1;
+  CacheEviction cache_eviction = CacheEviction::kLru;
+
+  // OK, or EINVAL naming the bad field.
+  Status Validate() const;
+};
+
+// Counters since the ChunkStore was made, and the caches' current contents.
+struct ChunkStats {
+  uint64_t mem_hits = 0;
+  uint64_t mem_misses = 0;
+  uint64_t disk_hits = 0;
+  uint64_t disk_misses = 0;
+  uint64_t shared_fetches = 0;  // misses served by another reader's fetch of the same block
+  uint64_t store_gets = 0;
+  uint64_t store_get_bytes = 0;  // object bytes fetched (compressed size)
+  uint64_t store_puts = 0;
+  uint64_t store_put_bytes = 0;  // object bytes uploaded (compressed size)
+
+  uint64_t mem_bytes = 0;
+  uint64_t mem_blocks = 0;
+  bool disk_enabled = false;
+  uint64_t disk_bytes = 0;  // cache file bytes, including writes in progress
+  uint64_t disk_blocks = 0;
+  uint64_t disk_corrupt = 0;         // corrupt cache files found (deleted, refetched)
+  uint64_t disk_evictions = 0;
+  uint64_t disk_dropped_writes = 0;  // blocks not cached: queue full, no room or write error
 };
 
 // Accumulates the bytes of one new slice and uploads them as blocks: block i
@@ -41,33 +100,93 @@ class SliceWriter {
   virtual void Abort() = 0;
 };
 
-// Stateless apart from its configuration; `store` must outlive it and every
-// writer it made. block_size must be the one the slices were written with.
+class SliceWriterImpl;
+
+// Reads go through the memory cache, then the disk cache, then the object
+// store; a block fetched from the store, or uploaded by a writer
+// (write-through), is put in both caches (the disk write happens in the
+// background). With a cache or compression on, a read that
+// needs part of a block fetches the whole block, and concurrent misses of
+// one block share a single object read. Without caches and compression, a
+// read fetches just the byte range it needs.
+//
+// `store` must outlive the ChunkStore, and the ChunkStore every writer it
+// made (writers upload through it). block_size
+// and compression must be the ones the slices were written with.
+// Thread-safe. flights_mu_ and a Flight's mu are never held together, nor
+// across a cache call or an object store call.
 class ChunkStore {
  public:
+  // An invalid disk cache configuration (see StoreConfig::Validate) or an
+  // unusable cache directory is logged and the disk cache left off.
   ChunkStore(object::ObjectStore* store, StoreConfig config);
+  // Finishes pending disk cache writes.
   ~ChunkStore();
+  ChunkStore(const ChunkStore&) = delete;
+  ChunkStore& operator=(const ChunkStore&) = delete;
 
   // A writer for a fresh slice id (allocated by the metadata engine).
   std::unique_ptr<SliceWriter> NewWriter(uint64_t id);
   // Reads [off, off+len) of slice (id, size) into buf; EINVAL unless
-  // off+len <= size. Id 0 (a hole) reads as zeros. A missing or short block
-  // is EIO: the slice was committed, so its data is lost.
+  // off+len <= size. Id 0 (a hole) reads as zeros. A missing, short or
+  // undecodable block is EIO: the slice was committed, so its data is lost.
   Status ReadSlice(uint64_t id, uint32_t size, uint32_t off, uint32_t len, char* buf);
-  // Deletes every block object of slice (id, size); missing blocks are fine.
-  // Tries every block and returns the first error.
+  // Uploads block `index` of slice id (its length is data.size(): the slice's
+  // block size except for a slice's last block), compressing it and putting
+  // it in the memory cache. For writers that manage their own block buffers.
+  Status UploadBlock(uint64_t id, uint32_t index, std::string_view data);
+  // Deletes every block object of slice (id, size), and drops the blocks
+  // from the caches; missing blocks are fine. Tries every block and returns
+  // the first error.
   Status DeleteSlice(uint64_t id, uint32_t size);
 
   const StoreConfig& config() const { return config_; }
   object::ObjectStore* store() const { return store_; }
+  ChunkStats stats() const;
+  // Waits until the disk cache has written every block handed to it so far
+  // (for tests and orderly shutdown). No-op without a disk cache.
+  void WaitForCacheWrites();
+  // nullptr when the disk cache is off.
+  DiskBlockCache* disk_cache() const { return disk_.get(); }
 
  private:
-  // Reads bytes [off, off+n) of block `index` (block_len bytes) of slice id:
-  // the single point where a block cache would go.
-  Status ReadBlock(uint64_t id, uint32_t index, uint32_t block_len, uint32_t off, uint32_t n, char* buf);
+  friend class SliceWriterImpl;
 
-  object::ObjectStore* store_;
-  StoreConfig config_;
+  // One fetch of a block from the disk cache or the store, shared by every
+  // reader that missed the memory cache meanwhile.
+  struct Flight {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;                      // guarded by mu
+    std::optional<Result<BlockRef>> result;  // guarded by mu; set with done
+  };
+
+  // Reads bytes [off, off+n) of block `index` (block_len bytes) of slice id.
+  Status ReadBlock(uint64_t id, uint32_t index, uint32_t block_len, uint32_t off, uint32_t n, char* buf);
+  // The whole block: memory cache, else one shared Load.
+  Result<BlockRef> GetBlock(const std::string& key, uint32_t len);
+  // Disk cache, else the object store (then both caches are filled).
+  Result<BlockRef> Load(const std::string& key, uint32_t len);
+  // Uploads one block (compressing it); on success moves *block into the
+  // caches (leaving it unspecified), on failure leaves it alone.
+  Status PutBlock(const std::string& key, std::string* block);
+  void ForgetBlock(const std::string& key);
+
+  object::ObjectStore* const store_;
+  const StoreConfig config_;
+  // Self-synchronised (the pointers themselves are immutable).
+  const std::unique_ptr<MemBlockCache> mem_;    // null when off
+  const std::unique_ptr<DiskBlockCache> disk_;  // null when off
+  const bool whole_blocks_;  // fetch whole blocks: a cache or compression is on
+
+  std::mutex flights_mu_;
+  std::unordered_map<std::string, std::shared_ptr<Flight>> flights_;  // guarded by flights_mu_
+
+  struct Counters {
+    std::atomic<uint64_t> mem_hits{0}, mem_misses{0}, disk_hits{0}, disk_misses{0}, shared_fetches{0};
+    std::atomic<uint64_t> store_gets{0}, store_get_bytes{0}, store_puts{0}, store_put_bytes{0};
+  };
+  mutable Counters counters_;
 };
 
 }  // namespace tessera::chunk

@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "chunk/chunk_store.h"
+#include "chunk/compression.h"
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "cli/mount_state.h"
@@ -68,13 +69,45 @@ int Serve(const MountOptions& o, const std::string& mount_point, const std::func
     report(vol.status());
     return 1;
   }
-  chunk::ChunkStore chunks(vol->store.get(), chunk::StoreConfig{vol->format.block_size});
+  chunk::StoreConfig sc;
+  sc.block_size = vol->format.block_size;
+  auto compression = chunk::ParseCompression(vol->format.compression);
+  if (!compression.ok()) {
+    report(compression.status().With("volume settings"));
+    return 1;
+  }
+  sc.compression = *compression;
+  sc.mem_cache_bytes = o.mem_cache_mib << 20;
+  std::string cache_dir = o.cache_dir;
+  if (cache_dir.empty() && vol->format.storage != "file")
+    cache_dir = geteuid() == 0 ? "/var/cache/tessera" : std::string(getenv("HOME") ? getenv("HOME") : "/tmp") + "/.tessera/cache";
+  if (cache_dir != "none" && !cache_dir.empty()) {
+    mkdir(cache_dir.c_str(), 0755);
+    sc.cache_dir = cache_dir;
+    sc.cache_volume = vol->format.uuid;
+    sc.cache_size = o.cache_size_mib << 20;
+    sc.free_space_ratio = o.free_space_ratio;
+    auto eviction = chunk::ParseCacheEviction(o.cache_eviction);
+    if (!eviction.ok()) {
+      report(Status::Err(EINVAL, "--cache-eviction must be lru or 2-random"));
+      return 1;
+    }
+    sc.cache_eviction = *eviction;
+  }
+  Status valid = sc.Validate();
+  if (!valid.ok()) {
+    report(valid);
+    return 1;
+  }
+  chunk::ChunkStore chunks(vol->store.get(), sc);
   vfs::Config cfg;
   cfg.attr_timeout = o.attr_cache;
   cfg.entry_timeout = o.entry_cache;
   cfg.dir_entry_timeout = o.dir_entry_cache;
   cfg.negative_timeout = o.negative_entry_cache;
-  cfg.file_buffer_limit = size_t(std::max<uint64_t>(1, o.buffer_size_mib / 4)) << 20;
+  cfg.buffer_size = size_t(o.buffer_size_mib) << 20;
+  cfg.file_buffer_limit = std::min(cfg.file_buffer_limit, std::max<size_t>(cfg.buffer_size / 4, 1 << 20));
+  cfg.max_uploads = o.max_uploads;
   cfg.mount_point = mount_point;
   vfs::Vfs vfs(vol->meta.get(), &chunks, cfg);
   Status st = vfs.Start();
@@ -121,6 +154,8 @@ int Mount(const MountOptions& o) {
   if (IsMountPoint(mp)) return Fail(fmt::format("{} is already a mount point (unmount it first)", mp));
   if (o.attr_cache < 0 || o.entry_cache < 0 || o.dir_entry_cache < 0 || o.negative_entry_cache < 0)
     return Fail("cache timeouts must not be negative");
+  if (o.cache_eviction != "lru" && o.cache_eviction != "2-random")
+    return Fail(fmt::format("--cache-eviction must be lru or 2-random, not '{}'", o.cache_eviction));
   if (o.debug) SetLogLevel(LogLevel::kDebug);
   {
     // Fail fast, in the foreground, on a bad URL or a missing volume.

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "chunk/compression.h"
 #include "chunk/layout.h"
 #include "cli/cli_util.h"
 #include "cli/commands.h"
@@ -45,7 +46,8 @@ int Format(const FormatOptions& o) {
     return Fail(fmt::format("invalid volume name '{}': use 3-63 characters of a-z, 0-9 and '-'", o.name));
   if (o.block_size_kib < 64 || o.block_size_kib > 16384)
     return Fail(fmt::format("invalid --block-size {} KiB: must be between 64 and 16384", o.block_size_kib));
-  if (o.compress != "none") return Fail(fmt::format("unsupported --compress '{}' (supported: none)", o.compress));
+  if (!chunk::ParseCompression(o.compress).ok())
+    return Fail(fmt::format("unsupported --compress '{}' (supported: none, lz4, zstd)", o.compress));
   if (o.storage != "file") return Fail(fmt::format("unsupported --storage '{}' (supported: file)", o.storage));
   if (o.trash_days < 0) return Fail("--trash-days must not be negative");
 

@@ -38,6 +38,12 @@ struct MountOptions {
   bool writeback_cache = false;
   std::vector<std::string> fuse_options;  // -o a,b,c
   uint64_t buffer_size_mib = 300;
+  size_t max_uploads = 20;
+  std::string cache_dir;        // empty: default (off for file storage: the data is local already)
+  uint64_t cache_size_mib = 100 << 10;
+  double free_space_ratio = 0.1;
+  std::string cache_eviction = "lru";
+  uint64_t mem_cache_mib = 256;
 };
 int Mount(const MountOptions& o);
 

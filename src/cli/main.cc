@@ -24,7 +24,7 @@ int main(int argc, char** argv) {
   format->add_option("--storage", fo.storage, "object storage type (file)")->capture_default_str();
   format->add_option("--bucket", fo.bucket, "bucket: a directory for file storage (default /var/lib/tessera/NAME)");
   format->add_option("--block-size", fo.block_size_kib, "size of a block in KiB (64 to 16384)")->capture_default_str();
-  format->add_option("--compress", fo.compress, "compression of blocks (none)")->capture_default_str();
+  format->add_option("--compress", fo.compress, "compression of blocks: none, lz4 or zstd")->capture_default_str();
   format->add_option("--trash-days", fo.trash_days, "days deleted files stay in the trash (0 = off)")->capture_default_str();
   format->add_option("--capacity", fo.capacity_gib, "volume capacity in GiB (0 = unlimited)")->capture_default_str();
   format->add_option("--inodes", fo.inodes, "maximum number of inodes (0 = unlimited)")->capture_default_str();
@@ -43,7 +43,15 @@ int main(int argc, char** argv) {
   mount->add_option("--entry-cache", mo.entry_cache, "kernel file entry cache timeout, seconds")->capture_default_str();
   mount->add_option("--dir-entry-cache", mo.dir_entry_cache, "kernel directory entry cache timeout, seconds")->capture_default_str();
   mount->add_option("--negative-entry-cache", mo.negative_entry_cache, "kernel negative lookup cache timeout, seconds")->capture_default_str();
-  mount->add_option("--buffer-size", mo.buffer_size_mib, "write buffer per file, MiB")->capture_default_str();
+  mount->add_option("--buffer-size", mo.buffer_size_mib, "memory for buffered writes, MiB (writers wait beyond it)")
+      ->capture_default_str()->check(CLI::Range(16, 1 << 20));
+  mount->add_option("--max-uploads", mo.max_uploads, "concurrent block uploads")->capture_default_str()->check(CLI::Range(1, 1000));
+  mount->add_option("--cache-dir", mo.cache_dir, "local disk cache directory ('none' disables; default /var/cache/tessera, off for file storage)");
+  mount->add_option("--cache-size", mo.cache_size_mib, "disk cache size, MiB")->capture_default_str();
+  mount->add_option("--free-space-ratio", mo.free_space_ratio, "keep this fraction of the cache disk free")
+      ->capture_default_str()->check(CLI::Range(0.0, 0.99));
+  mount->add_option("--cache-eviction", mo.cache_eviction, "disk cache eviction: lru or 2-random")->capture_default_str();
+  mount->add_option("--mem-cache-size", mo.mem_cache_mib, "memory block cache, MiB (0 disables)")->capture_default_str();
   mount->add_flag("--no-allow-other", mo.no_allow_other, "only the mounting user may access the mount");
   mount->add_flag("--non-default-permission", mo.non_default_permission,
                   "do not let the kernel check permissions (the engine still does)");

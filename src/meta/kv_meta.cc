@@ -1002,14 +1002,16 @@ Status KvMeta::Read(Ino ino, uint32_t chunk_index, std::vector<Slice>* slices) {
       true);
 }
 
-Status KvMeta::Write(const Context& ctx, Ino ino, uint32_t chunk_index, const Slice& slice, const Timespec& mtime,
-                     Attr* out) {
-  if (uint64_t(slice.pos) + slice.len > kChunkSize) return Status::Err(EINVAL, "slice crosses a chunk boundary");
+Status KvMeta::WriteSlices(const Context& ctx, Ino ino, const std::vector<SliceWrite>& slices, const Timespec& mtime,
+                           Attr* out) {
+  for (const auto& w : slices)
+    if (uint64_t(w.slice.pos) + w.slice.len > kChunkSize) return Status::Err(EINVAL, "slice crosses a chunk boundary");
   return engine_->Run([&](kv::Txn& tx) {
     Attr attr;
     RETURN_IF_ERROR(GetAttrTx(tx, ino, &attr));
     if (!attr.IsFile()) return Status::Err(EPERM);
-    uint64_t end = uint64_t(chunk_index) * kChunkSize + slice.pos + slice.len;
+    uint64_t end = attr.length;
+    for (const auto& w : slices) end = std::max(end, uint64_t(w.chunk_index) * kChunkSize + w.slice.pos + w.slice.len);
     if (end > attr.length) {
       int64_t delta = int64_t(Align4K(end)) - int64_t(Align4K(attr.length));
       if (format_.capacity && delta > 0) {
@@ -1019,12 +1021,14 @@ Status KvMeta::Write(const Context& ctx, Ino ino, uint32_t chunk_index, const Sl
       RETURN_IF_ERROR(IncrTx(tx, kUsedSpace, delta));
       attr.length = end;
     }
-    std::string key = ChunkKey(ino, chunk_index);
-    auto v = tx.Get(key);
-    std::string value;
-    if (v.ok()) value = std::move(*v);
-    else if (!v.status().not_found()) return v.status();
-    RETURN_IF_ERROR(AppendSliceTx(tx, key, std::move(value), slice));
+    for (const auto& w : slices) {
+      std::string key = ChunkKey(ino, w.chunk_index);
+      auto v = tx.Get(key);
+      std::string value;
+      if (v.ok()) value = std::move(*v);
+      else if (!v.status().not_found()) return v.status();
+      RETURN_IF_ERROR(AppendSliceTx(tx, key, std::move(value), w.slice));
+    }
     attr.mtime = attr.ctime = mtime;
     RETURN_IF_ERROR(PutAttrTx(tx, ino, attr));
     *out = attr;

@@ -65,8 +65,8 @@ class KvMeta final : public Meta {
   Status Forget(Ino ino, uint64_t n) override;
 
   Status Read(Ino ino, uint32_t chunk_index, std::vector<chunk::Slice>* slices) override;
-  Status Write(const Context& ctx, Ino ino, uint32_t chunk_index, const chunk::Slice& slice, const Timespec& mtime,
-               Attr* attr) override;
+  Status WriteSlices(const Context& ctx, Ino ino, const std::vector<SliceWrite>& slices, const Timespec& mtime,
+                     Attr* attr) override;
   Result<uint64_t> NewSliceId() override;
 
   Status GetXattr(const Context& ctx, Ino ino, const std::string& name, std::string* value) override;

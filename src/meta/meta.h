@@ -110,6 +110,12 @@ struct SessionInfo {
   int64_t heartbeat = 0;  // unix seconds
 };
 
+// One slice to append to chunk `chunk_index` of a file.
+struct SliceWrite {
+  uint32_t chunk_index = 0;
+  chunk::Slice slice;
+};
+
 // Deletes the objects of one slice; called by background cleanup.
 using SliceDeleter = std::function<Status(uint64_t id, uint32_t size)>;
 
@@ -175,11 +181,16 @@ class Meta {
 
   // ---- data: chunk slice lists ----
   virtual Status Read(Ino ino, uint32_t chunk_index, std::vector<chunk::Slice>* slices) = 0;
-  // Appends a slice to the chunk, extends the length to cover it, sets
-  // mtime/ctime to `mtime` (when the data was written). ENOSPC when over the
-  // volume capacity.
-  virtual Status Write(const Context& ctx, Ino ino, uint32_t chunk_index, const chunk::Slice& slice,
-                       const Timespec& mtime, Attr* attr) = 0;
+  // Appends slices to their chunks in the given order (later ones shadow
+  // earlier ones), extends the length to cover them and sets mtime/ctime to
+  // `mtime` (when the data was written), all in one transaction. ENOSPC when
+  // over the volume capacity.
+  virtual Status WriteSlices(const Context& ctx, Ino ino, const std::vector<SliceWrite>& slices,
+                             const Timespec& mtime, Attr* attr) = 0;
+  Status Write(const Context& ctx, Ino ino, uint32_t chunk_index, const chunk::Slice& slice, const Timespec& mtime,
+               Attr* attr) {
+    return WriteSlices(ctx, ino, {SliceWrite{chunk_index, slice}}, mtime, attr);
+  }
   virtual Result<uint64_t> NewSliceId() = 0;
 
   // ---- xattrs ----

@@ -16,7 +16,10 @@ using chunk::kChunkSize;
 using chunk::Slice;
 
 Vfs::Vfs(meta::Meta* meta, chunk::ChunkStore* store, Config config)
-    : meta_(meta), store_(store), config_(std::move(config)) {}
+    : meta_(meta),
+      store_(store),
+      config_(std::move(config)),
+      data_(meta, store, config_.buffer_size, config_.file_buffer_limit, config_.max_uploads) {}
 
 Vfs::~Vfs() { Stop(); }
 
@@ -35,14 +38,13 @@ Status Vfs::Start() {
 void Vfs::Stop() {
   if (!started_) return;
   started_ = false;
-  std::vector<std::pair<Ino, std::shared_ptr<FileState>>> files;
+  std::vector<std::pair<Ino, std::shared_ptr<FileData>>> files;
   {
     std::lock_guard<std::mutex> g(table_mu_);
     files.assign(files_.begin(), files_.end());
   }
   for (auto& [ino, f] : files) {
-    std::lock_guard<std::mutex> g(f->mu);
-    Status st = CommitLocked(Context::Root(), ino, *f);
+    Status st = f->Commit(Context::Root());
     if (!st.ok()) LOG_ERROR("flushing inode {} at unmount: {}", ino, st.ToString());
   }
   {
@@ -83,14 +85,26 @@ void Vfs::BackgroundLoop() {
 
 // ---------------------------------------------------------------- file table
 
-std::shared_ptr<FileState> Vfs::AcquireFile(Ino ino, uint64_t length) {
-  std::lock_guard<std::mutex> g(table_mu_);
-  auto& f = files_[ino];
-  if (!f) {
-    f = std::make_shared<FileState>();
-    f->committed_length = length;
+Result<std::shared_ptr<FileData>> Vfs::AcquireFile(Ino ino, uint64_t length) {
+  std::shared_ptr<FileData> f;
+  bool fresh = false;
+  {
+    std::lock_guard<std::mutex> g(table_mu_);
+    auto& slot = files_[ino];
+    if (!slot) {
+      slot = std::make_shared<FileData>(&data_, ino, length);
+      fresh = true;
+    }
+    slot->handles++;
+    f = slot;
   }
-  f->handles++;
+  if (!fresh) {  // close-to-open: a new open revalidates what the other handles cached
+    Status st = f->Reopen();
+    if (!st.ok()) {
+      ReleaseFile(ino);
+      return st;
+    }
+  }
   return f;
 }
 
@@ -100,61 +114,47 @@ void Vfs::ReleaseFile(Ino ino) {
   if (it != files_.end() && --it->second->handles <= 0) files_.erase(it);
 }
 
-std::shared_ptr<FileState> Vfs::FindFile(Ino ino) {
+std::shared_ptr<FileData> Vfs::FindFile(Ino ino) {
   std::lock_guard<std::mutex> g(table_mu_);
   auto it = files_.find(ino);
   return it == files_.end() ? nullptr : it->second;
 }
 
-// ---------------------------------------------------------------- namespace
-
-namespace {
-// Pending writes make a file longer and newer than the engine knows.
-void ApplyPending(FileState* f, Attr* attr) {
-  if (!f || !attr->IsFile() || f->pending.empty()) return;
-  attr->length = std::max(attr->length, f->pending.End());
-  attr->mtime = attr->ctime = f->last_write;
+void Vfs::ApplyPending(Ino ino, Attr* attr) {
+  if (!attr->IsFile()) return;
+  if (auto f = FindFile(ino)) f->ApplyPending(attr);
 }
-}  // namespace
+
+// ---------------------------------------------------------------- namespace
 
 Status Vfs::Lookup(const Context& ctx, Ino parent, const std::string& name, Ino* ino, Attr* attr) {
   RETURN_IF_ERROR(meta_->Lookup(ctx, parent, name, ino, attr));
-  if (auto f = FindFile(*ino)) {
-    std::lock_guard<std::mutex> g(f->mu);
-    ApplyPending(f.get(), attr);
-  }
+  ApplyPending(*ino, attr);
   return Status::OK();
 }
 
+namespace {
+// The kernel asked about an inode it looked up earlier, which has been
+// deleted since (e.g. replaced by a rename in another thread or client).
+// ESTALE makes the kernel look the path up again and retry (open(2),
+// stat(2)), so the caller sees the new file instead of a spurious ENOENT.
+Status Stale(Status st) { return st.code() == ENOENT ? Status::Err(ESTALE) : st; }
+}  // namespace
+
 Status Vfs::GetAttr(const Context& ctx, Ino ino, Attr* attr) {
-  RETURN_IF_ERROR(meta_->GetAttr(ctx, ino, attr));
-  if (auto f = FindFile(ino)) {
-    std::lock_guard<std::mutex> g(f->mu);
-    ApplyPending(f.get(), attr);
-  }
+  RETURN_IF_ERROR(Stale(meta_->GetAttr(ctx, ino, attr)));
+  ApplyPending(ino, attr);
   return Status::OK();
 }
 
 Status Vfs::SetAttr(const Context& ctx, Ino ino, Handle* fh, uint32_t mask, const Attr& in, bool has_size,
                     uint64_t size, Attr* out) {
   if (has_size) {
-    auto f = FindFile(ino);
-    if (f) {
-      std::lock_guard<std::mutex> g(f->mu);
-      // Writes below the new size must land first; those above are dropped.
-      f->pending.TruncateTo(size);
-      RETURN_IF_ERROR(CommitLocked(ctx, ino, *f));
-      RETURN_IF_ERROR(meta_->Truncate(ctx, ino, size, fh == nullptr, out));
-      f->committed_length = out->length;
-    } else {
-      RETURN_IF_ERROR(meta_->Truncate(ctx, ino, size, fh == nullptr, out));
-    }
+    if (auto f = FindFile(ino)) RETURN_IF_ERROR(f->Truncate(ctx, size, fh == nullptr, out));
+    else RETURN_IF_ERROR(meta_->Truncate(ctx, ino, size, fh == nullptr, out));
   }
   if (mask != 0 || !has_size) RETURN_IF_ERROR(meta_->SetAttr(ctx, ino, mask, in, out));
-  if (auto f = FindFile(ino)) {
-    std::lock_guard<std::mutex> g(f->mu);
-    ApplyPending(f.get(), out);
-  }
+  ApplyPending(ino, out);
   return Status::OK();
 }
 
@@ -186,10 +186,7 @@ Status Vfs::Rename(const Context& ctx, Ino parent, const std::string& name, Ino 
 
 Status Vfs::Link(const Context& ctx, Ino ino, Ino new_parent, const std::string& new_name, Attr* attr) {
   RETURN_IF_ERROR(meta_->Link(ctx, ino, new_parent, new_name, attr));
-  if (auto f = FindFile(ino)) {
-    std::lock_guard<std::mutex> g(f->mu);
-    ApplyPending(f.get(), attr);
-  }
+  ApplyPending(ino, attr);
   return Status::OK();
 }
 
@@ -200,15 +197,18 @@ Status Vfs::StatFS(const Context& ctx, meta::StatFs* out) { return meta_->StatFS
 // ---------------------------------------------------------------- files
 
 Status Vfs::Open(const Context& ctx, Ino ino, int flags, Handle** fh, Attr* attr) {
-  RETURN_IF_ERROR(meta_->Open(ctx, ino, flags, attr));
+  RETURN_IF_ERROR(Stale(meta_->Open(ctx, ino, flags, attr)));
   auto h = std::make_unique<Handle>();
   h->ino = ino;
   h->flags = flags;
   if (attr->IsFile()) {
-    h->file = AcquireFile(ino, attr->length);
-    std::lock_guard<std::mutex> g(h->file->mu);
-    h->file->committed_length = attr->length;
-    ApplyPending(h->file.get(), attr);
+    auto f = AcquireFile(ino, attr->length);
+    if (!f.ok()) {
+      (void)meta_->Close(ctx, ino);
+      return f.status();
+    }
+    h->file = std::move(*f);
+    h->file->ApplyPending(attr);
   }
   *fh = h.release();
   return Status::OK();
@@ -239,100 +239,33 @@ Status Vfs::Create(const Context& ctx, Ino parent, const std::string& name, uint
   auto h = std::make_unique<Handle>();
   h->ino = *ino;
   h->flags = flags;
-  h->file = AcquireFile(*ino, 0);
+  auto f = AcquireFile(*ino, 0);
+  if (!f.ok()) {
+    (void)meta_->Close(ctx, *ino);
+    return f.status();
+  }
+  h->file = std::move(*f);
   *fh = h.release();
-  return Status::OK();
-}
-
-Status Vfs::CommitLocked(const Context& ctx, Ino ino, FileState& f) {
-  if (f.pending.empty()) return Status::OK();
-  for (const auto& [index, ranges] : f.pending.chunks()) {
-    for (const auto& [pos, bytes] : ranges) {
-      ASSIGN_OR_RETURN(uint64_t id, meta_->NewSliceId());
-      auto writer = store_->NewWriter(id);
-      uint32_t n = uint32_t(bytes.size());
-      Status st = writer->WriteAt(bytes.data(), n, 0);
-      if (st.ok()) st = writer->Finish(n);
-      if (!st.ok()) {
-        writer->Abort();
-        return st.With("uploading slice");
-      }
-      Attr attr;
-      st = meta_->Write(ctx, ino, index, Slice{pos, id, n, 0, n}, f.last_write, &attr);
-      if (!st.ok()) {
-        writer->Abort();
-        return st;
-      }
-      f.committed_length = attr.length;
-    }
-  }
-  f.pending.Clear();
-  return Status::OK();
-}
-
-Status Vfs::ReadCommitted(Ino ino, uint64_t off, size_t size, char* buf) {
-  std::memset(buf, 0, size);
-  const uint64_t start = off, end = off + size;
-  std::vector<Slice> slices;
-  while (off < end) {
-    uint32_t index = uint32_t(off / kChunkSize);
-    uint64_t base = uint64_t(index) * kChunkSize;
-    uint64_t chunk_end = std::min(end, base + kChunkSize);
-    RETURN_IF_ERROR(meta_->Read(ino, index, &slices));
-    for (const Slice& s : chunk::BuildView(slices)) {
-      if (s.id == 0) continue;
-      uint64_t ps = base + s.pos, pe = ps + s.len;
-      uint64_t rs = std::max(ps, off), re = std::min(pe, chunk_end);
-      if (rs >= re) continue;
-      RETURN_IF_ERROR(store_->ReadSlice(s.id, s.size, uint32_t(s.off + (rs - ps)), uint32_t(re - rs),
-                                        buf + (rs - start)));
-    }
-    off = chunk_end;
-  }
-  return Status::OK();
-}
-
-Status Vfs::ReadLocked(Ino ino, FileState& f, uint64_t off, size_t size, char* buf, size_t* n) {
-  Attr attr;
-  RETURN_IF_ERROR(meta_->GetAttr(Context::Root(), ino, &attr));
-  f.committed_length = attr.length;
-  uint64_t length = std::max(attr.length, f.pending.End());
-  if (off >= length) {
-    *n = 0;
-    return Status::OK();
-  }
-  size = size_t(std::min<uint64_t>(size, length - off));
-  RETURN_IF_ERROR(ReadCommitted(ino, off, size, buf));
-  f.pending.Overlay(off, size, buf);
-  *n = size;
   return Status::OK();
 }
 
 Result<size_t> Vfs::Read(const Context& ctx, Handle* fh, uint64_t off, size_t size, char* buf) {
   if (!fh->file) return Status::Err(EISDIR);
   if ((fh->flags & O_ACCMODE) == O_WRONLY) return Status::Err(EBADF);
-  std::lock_guard<std::mutex> g(fh->file->mu);
-  size_t n = 0;
-  RETURN_IF_ERROR(ReadLocked(fh->ino, *fh->file, off, size, buf, &n));
-  return n;
+  return fh->file->Read(off, size, buf);
 }
 
 Result<size_t> Vfs::Write(const Context& ctx, Handle* fh, uint64_t off, const char* data, size_t size) {
   if (!fh->file) return Status::Err(EISDIR);
   if ((fh->flags & O_ACCMODE) == O_RDONLY) return Status::Err(EBADF);
-  if (off + size > meta::kMaxFileSize) return Status::Err(EFBIG);
-  FileState& f = *fh->file;
-  std::lock_guard<std::mutex> g(f.mu);
-  f.pending.Write(off, data, size);
-  f.last_write = meta::Now();
-  if (f.pending.bytes() >= config_.file_buffer_limit) RETURN_IF_ERROR(CommitLocked(ctx, fh->ino, f));
+  if (size > meta::kMaxFileSize || off > meta::kMaxFileSize - size) return Status::Err(EFBIG);
+  RETURN_IF_ERROR(fh->file->Write(ctx, off, data, size));
   return size;
 }
 
 Status Vfs::Flush(const Context& ctx, Handle* fh) {
   if (!fh->file) return Status::OK();
-  std::lock_guard<std::mutex> g(fh->file->mu);
-  return CommitLocked(ctx, fh->ino, *fh->file);
+  return fh->file->Commit(ctx);
 }
 
 Status Vfs::Fsync(const Context& ctx, Handle* fh) { return Flush(ctx, fh); }
@@ -341,10 +274,8 @@ Status Vfs::Release(const Context& ctx, Handle* fh) {
   std::unique_ptr<Handle> h(fh);
   Status st;
   if (h->file) {
-    {
-      std::lock_guard<std::mutex> g(h->file->mu);
-      st = CommitLocked(ctx, h->ino, *h->file);
-    }
+    st = h->file->Commit(ctx);
+    if (!st.ok()) LOG_ERROR("inode {}: data written but not committed at close: {}", h->ino, st.ToString());
     ReleaseFile(h->ino);
   }
   Status cst = meta_->Close(ctx, h->ino);
@@ -354,12 +285,7 @@ Status Vfs::Release(const Context& ctx, Handle* fh) {
 Status Vfs::Fallocate(const Context& ctx, Handle* fh, int mode, uint64_t off, uint64_t len) {
   if (!fh->file) return Status::Err(ENODEV);
   if ((fh->flags & O_ACCMODE) == O_RDONLY) return Status::Err(EBADF);
-  std::lock_guard<std::mutex> g(fh->file->mu);
-  RETURN_IF_ERROR(CommitLocked(ctx, fh->ino, *fh->file));
-  Attr attr;
-  RETURN_IF_ERROR(meta_->Fallocate(ctx, fh->ino, mode, off, len, &attr));
-  fh->file->committed_length = attr.length;
-  return Status::OK();
+  return fh->file->Fallocate(ctx, mode, off, len);
 }
 
 Result<size_t> Vfs::CopyFileRange(const Context& ctx, Handle* in, uint64_t off_in, Handle* out, uint64_t off_out,
@@ -369,13 +295,7 @@ Result<size_t> Vfs::CopyFileRange(const Context& ctx, Handle* in, uint64_t off_i
   if (in->ino == out->ino) {
     // Like copy_file_range(2): shorten the copy to the source's EOF first,
     // then refuse overlapping ranges (a copy from past EOF copies nothing).
-    uint64_t length = 0;
-    {
-      std::lock_guard<std::mutex> g(in->file->mu);
-      Attr attr;
-      RETURN_IF_ERROR(meta_->GetAttr(Context::Root(), in->ino, &attr));
-      length = std::max(attr.length, in->file->pending.End());
-    }
+    uint64_t length = in->file->Length();
     len = off_in >= length ? 0 : size_t(std::min<uint64_t>(len, length - off_in));
     if (off_in < off_out + len && off_out < off_in + len) return Status::Err(EINVAL);
   }
@@ -385,14 +305,10 @@ Result<size_t> Vfs::CopyFileRange(const Context& ctx, Handle* in, uint64_t off_i
   while (copied < len) {
     size_t want = std::min(kStep, len - copied);
     buf.resize(want);
-    size_t n = 0;
-    {
-      std::lock_guard<std::mutex> g(in->file->mu);
-      RETURN_IF_ERROR(ReadLocked(in->ino, *in->file, off_in + copied, want, buf.data(), &n));
-    }
+    ASSIGN_OR_RETURN(size_t n, in->file->Read(off_in + copied, want, buf.data()));
     if (n == 0) break;
-    ASSIGN_OR_RETURN(size_t w, Write(ctx, out, off_out + copied, buf.data(), n));
-    copied += w;
+    RETURN_IF_ERROR(out->file->Write(ctx, off_out + copied, buf.data(), n));
+    copied += n;
     if (n < want) break;
   }
   return copied;
@@ -400,41 +316,14 @@ Result<size_t> Vfs::CopyFileRange(const Context& ctx, Handle* in, uint64_t off_i
 
 Result<uint64_t> Vfs::Lseek(const Context& ctx, Handle* fh, uint64_t off, int whence) {
   if (!fh->file) return Status::Err(EINVAL);
-  std::lock_guard<std::mutex> g(fh->file->mu);
-  RETURN_IF_ERROR(CommitLocked(ctx, fh->ino, *fh->file));
-  Attr attr;
-  RETURN_IF_ERROR(meta_->GetAttr(ctx, fh->ino, &attr));
-  if (off >= attr.length) return Status::Err(ENXIO);
-  // Data = bytes covered by a real slice; everything else is a hole.
-  std::vector<Slice> slices;
-  uint64_t pos = off;
-  while (pos < attr.length) {
-    uint32_t index = uint32_t(pos / kChunkSize);
-    uint64_t base = uint64_t(index) * kChunkSize;
-    RETURN_IF_ERROR(meta_->Read(fh->ino, index, &slices));
-    uint64_t chunk_end = std::min<uint64_t>(attr.length, base + kChunkSize);
-    for (const Slice& s : chunk::BuildView(slices)) {
-      uint64_t ps = base + s.pos, pe = std::min(ps + s.len, chunk_end);
-      if (pe <= pos) continue;
-      if (whence == SEEK_DATA && s.id != 0) return std::max(pos, ps);
-      if (whence == SEEK_HOLE) {
-        if (ps > pos) return pos;            // gap before this piece
-        if (s.id == 0) return pos;           // explicit hole
-        pos = pe;                            // data: keep looking after it
-      }
-    }
-    if (whence == SEEK_HOLE && pos < chunk_end) return pos;  // gap at the chunk tail
-    pos = chunk_end;
-  }
-  if (whence == SEEK_HOLE) return attr.length;
-  return Status::Err(ENXIO);
+  return fh->file->Lseek(ctx, off, whence);
 }
 
 // ---------------------------------------------------------------- directories
 
 Status Vfs::OpenDir(const Context& ctx, Ino ino, int flags, Handle** fh) {
   Attr attr;
-  RETURN_IF_ERROR(meta_->GetAttr(ctx, ino, &attr));
+  RETURN_IF_ERROR(Stale(meta_->GetAttr(ctx, ino, &attr)));
   if (!attr.IsDir()) return Status::Err(ENOTDIR);
   RETURN_IF_ERROR(meta::CheckPermission(ctx, attr, R_OK));
   auto h = std::make_unique<Handle>();
@@ -461,14 +350,8 @@ Status Vfs::ReadDir(const Context& ctx, Handle* fh, uint64_t offset, bool plus, 
     fh->entries.push_back(std::move(dot));
     fh->entries.push_back(std::move(dotdot));
     for (auto& e : entries) fh->entries.push_back(std::move(e));
-    if (plus) {
-      for (auto& e : fh->entries) {
-        if (auto f = FindFile(e.ino)) {
-          std::lock_guard<std::mutex> fg(f->mu);
-          ApplyPending(f.get(), &e.attr);
-        }
-      }
-    }
+    if (plus)
+      for (auto& e : fh->entries) ApplyPending(e.ino, &e.attr);
     fh->listed = true;
   }
   *out = &fh->entries;

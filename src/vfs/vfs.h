@@ -3,8 +3,8 @@
 // these methods with a meta::Context and turns the Status into a reply.
 //
 // Concurrency: every public method may be called from many threads at once.
-// Per-inode data state (FileState) is guarded by its own mutex; the handle and
-// file tables by table_mu_. Lock order: table_mu_ before FileState::mu.
+// Per-inode data (FileData) synchronises itself; the file table is guarded by
+// table_mu_, never held while calling into a FileData.
 #pragma once
 
 #include <atomic>
@@ -19,7 +19,7 @@
 
 #include "chunk/chunk_store.h"
 #include "meta/meta.h"
-#include "vfs/write_buffer.h"
+#include "vfs/file_data.h"
 
 namespace tessera::vfs {
 
@@ -34,8 +34,12 @@ struct Config {
   double entry_timeout = 1.0;
   double dir_entry_timeout = 1.0;
   double negative_timeout = 0.0;
-  // Pending (not yet uploaded) bytes per file before writes are pushed out.
+  // Bytes buffered in memory across all files (--buffer-size) before
+  // writers wait for uploads; and per file before it commits on its own.
+  size_t buffer_size = 300u << 20;
   size_t file_buffer_limit = 64u << 20;
+  // Concurrent block uploads (--max-uploads).
+  size_t max_uploads = 20;
   // Background jobs.
   int cleanup_interval_ms = 1000;
   int heartbeat_interval_s = 10;
@@ -43,19 +47,10 @@ struct Config {
   std::string mount_point;
 };
 
-// Per-inode data state shared by every handle of the inode in this client.
-struct FileState {
-  std::mutex mu;
-  int handles = 0;              // guarded by Vfs::table_mu_
-  WriteBuffer pending;          // guarded by mu: written, not yet committed
-  uint64_t committed_length = 0;  // guarded by mu: length known to the engine
-  meta::Timespec last_write;      // guarded by mu: time of the newest pending write
-};
-
 struct Handle {
   Ino ino = 0;
   int flags = 0;
-  std::shared_ptr<FileState> file;  // regular files
+  std::shared_ptr<FileData> file;  // regular files
   std::vector<meta::Entry> entries;  // directories: listing taken at offset 0
   bool listed = false;
   std::mutex dir_mu;                 // guards entries/listed
@@ -132,21 +127,19 @@ class Vfs {
                const std::function<bool()>& interrupted);
 
  private:
-  std::shared_ptr<FileState> AcquireFile(Ino ino, uint64_t length);
+  Result<std::shared_ptr<FileData>> AcquireFile(Ino ino, uint64_t length);
   void ReleaseFile(Ino ino);
-  std::shared_ptr<FileState> FindFile(Ino ino);
-  // Uploads and commits the pending writes of a file. Requires f.mu held.
-  Status CommitLocked(const Context& ctx, Ino ino, FileState& f);
-  Status ReadLocked(Ino ino, FileState& f, uint64_t off, size_t size, char* buf, size_t* n);
-  Status ReadCommitted(Ino ino, uint64_t off, size_t size, char* buf);
+  std::shared_ptr<FileData> FindFile(Ino ino);
+  void ApplyPending(Ino ino, Attr* attr);
   void BackgroundLoop();
 
   meta::Meta* const meta_;
   chunk::ChunkStore* const store_;
   const Config config_;
+  DataPath data_;
 
   std::mutex table_mu_;
-  std::unordered_map<Ino, std::shared_ptr<FileState>> files_;  // guarded by table_mu_
+  std::unordered_map<Ino, std::shared_ptr<FileData>> files_;  // guarded by table_mu_
 
   std::mutex bg_mu_;
   std::condition_variable bg_cv_;

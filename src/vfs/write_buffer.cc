@@ -103,6 +103,43 @@ void WriteBuffer::TruncateTo(uint64_t length) {
   }
 }
 
+bool WriteBuffer::CutFullBlocks(uint32_t index, uint32_t end_pos, uint32_t block, uint32_t* pos, std::string* out) {
+  auto cit = chunks_.find(index);
+  if (cit == chunks_.end() || end_pos == 0) return false;
+  Ranges& ranges = cit->second;
+  auto it = ranges.upper_bound(end_pos - 1);
+  if (it == ranges.begin()) return false;
+  --it;
+  uint32_t start = it->first;
+  size_t size = it->second.size();
+  if (start + size != end_pos || size < block) return false;
+  size_t n = size / block * block;
+  *pos = start;
+  if (n == size) {
+    *out = std::move(it->second);
+    ranges.erase(it);
+  } else {
+    std::string rest = it->second.substr(n);
+    it->second.resize(n);
+    *out = std::move(it->second);
+    ranges.erase(it);
+    ranges.emplace(uint32_t(start + n), std::move(rest));
+  }
+  if (ranges.empty()) chunks_.erase(cit);
+  bytes_ -= n;
+  return true;
+}
+
+bool WriteBuffer::Covers(uint64_t off) const {
+  auto cit = chunks_.find(uint32_t(off / kChunkSize));
+  if (cit == chunks_.end()) return false;
+  uint32_t pos = uint32_t(off % kChunkSize);
+  auto it = cit->second.upper_bound(pos);
+  if (it == cit->second.begin()) return false;
+  --it;
+  return pos < it->first + it->second.size();
+}
+
 uint64_t WriteBuffer::End() const {
   if (chunks_.empty()) return 0;
   const auto& [index, ranges] = *chunks_.rbegin();

@@ -20,6 +20,14 @@ class WriteBuffer {
   void Overlay(uint64_t off, size_t n, char* buf) const;
   // Drops pending bytes at or beyond `length` (after a truncate).
   void TruncateTo(uint64_t length);
+  // If a range of chunk `index` ends exactly at `end_pos` (a write just
+  // appended to it) and holds at least `block` bytes, removes its first
+  // floor(size / block) * block bytes into *out, sets *pos to where they
+  // start and returns true: the full blocks of a sequential stream, ready to
+  // upload while writing goes on.
+  bool CutFullBlocks(uint32_t index, uint32_t end_pos, uint32_t block, uint32_t* pos, std::string* out);
+  // Whether the byte at file offset `off` is pending.
+  bool Covers(uint64_t off) const;
   // End of the furthest pending byte (0 when empty).
   uint64_t End() const;
   size_t bytes() const { return bytes_; }

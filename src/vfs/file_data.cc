@@ -1,0 +1,413 @@
+#include "vfs/file_data.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "common/log.h"
+
+namespace tessera::vfs {
+
+using chunk::kChunkSize;
+using chunk::Slice;
+
+namespace {
+constexpr size_t kMaxFrozenSlices = 1024;       // uncommitted slices of one file before it commits
+constexpr int kUploadAttempts = 5;
+}  // namespace
+
+// ---------------------------------------------------------------- DataPath
+
+DataPath::DataPath(meta::Meta* meta, chunk::ChunkStore* store, size_t buffer_limit, size_t file_buffer_limit,
+                   size_t max_uploads)
+    : meta_(meta),
+      store_(store),
+      buffer_limit_(buffer_limit),
+      file_buffer_limit_(file_buffer_limit),
+      pool_(max_uploads) {}
+
+DataPath::~DataPath() = default;
+
+void DataPath::Upload(uint64_t id, uint32_t index, std::string_view data, std::function<void(Status)> done) {
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    inflight_++;
+  }
+  pool_.Submit([this, id, index, data, done = std::move(done)] {
+    Status st;
+    for (int attempt = 0; attempt < kUploadAttempts; ++attempt) {
+      st = store_->UploadBlock(id, index, data);
+      if (st.ok()) break;
+      LOG_WARN("upload of block {} of slice {} failed (attempt {}): {}", index, id, attempt + 1, st.ToString());
+      std::this_thread::sleep_for(std::chrono::milliseconds(50 << attempt));
+    }
+    done(st);
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      inflight_--;
+    }
+    cv_.notify_all();
+  });
+}
+
+void DataPath::Charge(int64_t delta) {
+  if (delta == 0) return;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    buffered_ += delta;
+  }
+  if (delta < 0) cv_.notify_all();
+}
+
+int64_t DataPath::buffered() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return buffered_;
+}
+
+bool DataPath::WaitForRoom() {
+  std::unique_lock<std::mutex> lk(mu_);
+  while (buffered_ > int64_t(buffer_limit_)) {
+    if (inflight_ == 0) return true;
+    cv_.wait_for(lk, std::chrono::milliseconds(100));
+  }
+  return false;
+}
+
+// ---------------------------------------------------------------- FileData
+
+FileData::FileData(DataPath* dp, meta::Ino ino, uint64_t length) : dp_(dp), ino_(ino), length_(length) {}
+
+FileData::~FileData() {
+  // Whatever was never committed (a failed final commit) stops counting.
+  int64_t held = int64_t(buffer_.bytes());
+  for (auto& s : frozen_) {
+    std::unique_lock<std::mutex> lk(s->mu);
+    s->cv.wait(lk, [&] { return s->inflight == 0; });
+    for (auto& b : s->blocks)
+      if (b.state != FrozenSlice::State::kUploaded) held += int64_t(b.data.size());
+  }
+  dp_->Charge(-held);
+}
+
+Status FileData::Reopen() {
+  std::lock_guard<std::mutex> g(mu_);
+  views_.clear();
+  meta::Attr attr;
+  RETURN_IF_ERROR(dp_->meta()->GetAttr(meta::Context::Root(), ino_, &attr));
+  length_ = attr.length;
+  return Status::OK();
+}
+
+uint64_t FileData::PendingEndLocked() const {
+  uint64_t end = buffer_.End();
+  for (const auto& s : frozen_) end = std::max(end, uint64_t(s->chunk) * kChunkSize + s->pos + s->len);
+  return end;
+}
+
+void FileData::ApplyPending(meta::Attr* attr) {
+  std::lock_guard<std::mutex> g(mu_);
+  if (buffer_.empty() && frozen_.empty()) return;
+  attr->length = std::max(attr->length, PendingEndLocked());
+  attr->mtime = attr->ctime = last_write_;
+}
+
+uint64_t FileData::Length() {
+  std::lock_guard<std::mutex> g(mu_);
+  return std::max(length_, PendingEndLocked());
+}
+
+// ---------------------------------------------------------------- writes
+
+void FileData::SubmitBlock(const std::shared_ptr<FrozenSlice>& s, uint32_t index) {
+  std::string_view data;
+  {
+    std::lock_guard<std::mutex> g(s->mu);
+    auto& b = s->blocks[index];
+    if (b.state != FrozenSlice::State::kBuffered) return;
+    b.state = FrozenSlice::State::kUploading;
+    s->inflight++;
+    data = b.data;  // immutable until this upload ends
+  }
+  DataPath* dp = dp_;
+  dp_->Upload(s->id, index, data, [s, index, dp](Status st) {
+    int64_t freed = 0;
+    {
+      std::lock_guard<std::mutex> g(s->mu);
+      auto& b = s->blocks[index];
+      if (st.ok()) {
+        b.state = FrozenSlice::State::kUploaded;
+        freed = int64_t(b.data.size());
+        std::string().swap(b.data);
+      } else {
+        b.state = FrozenSlice::State::kBuffered;
+        s->error = st;
+      }
+      s->inflight--;
+    }
+    s->cv.notify_all();
+    dp->Charge(-freed);
+  });
+}
+
+void FileData::FreezeLocked(uint32_t chunk, uint32_t pos, std::string data) {
+  const uint32_t bs = dp_->block_size();
+  // Continue the newest frozen slice of this chunk when the cut follows it.
+  std::shared_ptr<FrozenSlice> s;
+  for (auto it = frozen_.rbegin(); it != frozen_.rend(); ++it) {
+    if ((*it)->chunk != chunk) continue;
+    std::lock_guard<std::mutex> g((*it)->mu);
+    if ((*it)->pos + (*it)->len == pos && (*it)->len % bs == 0) s = *it;
+    break;
+  }
+  if (!s) {
+    auto id = dp_->meta()->NewSliceId();
+    if (!id.ok()) {  // keep the bytes buffered; the commit will report the error
+      LOG_WARN("cannot allocate a slice id: {}", id.status().ToString());
+      buffer_.Write(uint64_t(chunk) * kChunkSize + pos, data.data(), data.size());
+      return;
+    }
+    s = std::make_shared<FrozenSlice>();
+    s->chunk = chunk;
+    s->pos = pos;
+    s->id = *id;
+    frozen_.push_back(s);
+  }
+  uint32_t first;
+  {
+    std::lock_guard<std::mutex> g(s->mu);
+    first = uint32_t(s->blocks.size());
+    for (size_t off = 0; off < data.size(); off += bs) {
+      size_t n = std::min<size_t>(bs, data.size() - off);
+      if (off == 0 && n == data.size()) s->blocks.push_back({std::move(data), FrozenSlice::State::kBuffered});
+      else s->blocks.push_back({data.substr(off, n), FrozenSlice::State::kBuffered});
+      s->len += uint32_t(n);
+    }
+  }
+  for (uint32_t i = first;; ++i) {
+    {
+      std::lock_guard<std::mutex> g(s->mu);
+      if (i >= s->blocks.size()) break;
+    }
+    SubmitBlock(s, i);
+  }
+}
+
+Status FileData::Write(const meta::Context& ctx, uint64_t off, const char* data, size_t size) {
+  if (dp_->buffered() > int64_t(dp_->buffer_limit()) && dp_->WaitForRoom()) {
+    std::lock_guard<std::mutex> g(mu_);
+    RETURN_IF_ERROR(CommitLocked(ctx));  // nothing is uploading: free memory by committing
+  }
+  std::lock_guard<std::mutex> g(mu_);
+  if (size == 0) return Status::OK();
+  const uint64_t end = off + size;
+  // Only a write that appends new bytes at its end (a stream) freezes blocks;
+  // one that overwrites buffered bytes may be followed by more overwrites.
+  const bool appends = !buffer_.Covers(end - 1);
+  int64_t before = int64_t(buffer_.bytes());
+  buffer_.Write(off, data, size);
+  last_write_ = meta::Now();
+  int64_t cut = 0;
+  for (uint64_t c = off / kChunkSize; appends && c <= (end - 1) / kChunkSize; ++c) {
+    uint32_t end_pos = uint32_t(std::min<uint64_t>(end, (c + 1) * kChunkSize) - c * kChunkSize);
+    uint32_t pos = 0;
+    std::string blocks;
+    if (buffer_.CutFullBlocks(uint32_t(c), end_pos, dp_->block_size(), &pos, &blocks)) {
+      cut += int64_t(blocks.size());
+      FreezeLocked(uint32_t(c), pos, std::move(blocks));
+    }
+  }
+  dp_->Charge(int64_t(buffer_.bytes()) - before + cut);
+  if (buffer_.bytes() >= dp_->file_buffer_limit() || frozen_.size() >= kMaxFrozenSlices) return CommitLocked(ctx);
+  return Status::OK();
+}
+
+Status FileData::Commit(const meta::Context& ctx) {
+  std::lock_guard<std::mutex> g(mu_);
+  return CommitLocked(ctx);
+}
+
+Status FileData::CommitLocked(const meta::Context& ctx) {
+  if (buffer_.empty() && frozen_.empty()) return Status::OK();
+  // Buffered ranges become slices after the frozen ones (they are newer).
+  const uint32_t bs = dp_->block_size();
+  for (const auto& [chunk, ranges] : buffer_.chunks()) {
+    for (const auto& [pos, bytes] : ranges) {
+      ASSIGN_OR_RETURN(uint64_t id, dp_->meta()->NewSliceId());
+      auto s = std::make_shared<FrozenSlice>();
+      s->chunk = chunk;
+      s->pos = pos;
+      s->id = id;
+      s->len = uint32_t(bytes.size());
+      for (size_t off = 0; off < bytes.size(); off += bs)
+        s->blocks.push_back({bytes.substr(off, std::min<size_t>(bs, bytes.size() - off)), FrozenSlice::State::kBuffered});
+      frozen_.push_back(std::move(s));
+    }
+  }
+  buffer_.Clear();  // the bytes stay charged until their blocks are uploaded
+  for (const auto& s : frozen_) {
+    size_t n;
+    {
+      std::lock_guard<std::mutex> g(s->mu);
+      n = s->blocks.size();
+    }
+    for (uint32_t i = 0; i < n; ++i) SubmitBlock(s, i);  // resubmits failed blocks too
+  }
+  Status failed;
+  for (const auto& s : frozen_) {
+    std::unique_lock<std::mutex> lk(s->mu);
+    s->cv.wait(lk, [&] { return s->inflight == 0; });
+    for (const auto& b : s->blocks)
+      if (b.state != FrozenSlice::State::kUploaded && failed.ok())
+        failed = s->error.ok() ? Status::Err(EIO, "block upload failed") : s->error;
+  }
+  if (!failed.ok()) return failed.With("uploading data of inode " + std::to_string(ino_));
+
+  std::vector<meta::SliceWrite> writes;
+  writes.reserve(frozen_.size());
+  for (const auto& s : frozen_) writes.push_back({s->chunk, Slice{s->pos, s->id, s->len, 0, s->len}});
+  meta::Attr attr;
+  RETURN_IF_ERROR(dp_->meta()->WriteSlices(ctx, ino_, writes, last_write_, &attr));
+  length_ = attr.length;
+  for (const auto& w : writes) views_.erase(w.chunk_index);
+  frozen_.clear();
+  return Status::OK();
+}
+
+Status FileData::Truncate(const meta::Context& ctx, uint64_t size, bool check_perm, meta::Attr* out) {
+  std::lock_guard<std::mutex> g(mu_);
+  int64_t before = int64_t(buffer_.bytes());
+  buffer_.TruncateTo(size);  // bytes past the new end never need uploading
+  dp_->Charge(int64_t(buffer_.bytes()) - before);
+  RETURN_IF_ERROR(CommitLocked(ctx));
+  RETURN_IF_ERROR(dp_->meta()->Truncate(ctx, ino_, size, check_perm, out));
+  length_ = out->length;
+  views_.clear();
+  return Status::OK();
+}
+
+Status FileData::Fallocate(const meta::Context& ctx, int mode, uint64_t off, uint64_t len) {
+  std::lock_guard<std::mutex> g(mu_);
+  RETURN_IF_ERROR(CommitLocked(ctx));
+  meta::Attr attr;
+  RETURN_IF_ERROR(dp_->meta()->Fallocate(ctx, ino_, mode, off, len, &attr));
+  length_ = attr.length;
+  views_.clear();
+  return Status::OK();
+}
+
+// ---------------------------------------------------------------- reads
+
+Status FileData::ViewLocked(uint32_t chunk, std::vector<Slice>** view) {
+  auto it = views_.find(chunk);
+  if (it == views_.end()) {
+    std::vector<Slice> slices;
+    RETURN_IF_ERROR(dp_->meta()->Read(ino_, chunk, &slices));
+    it = views_.emplace(chunk, chunk::BuildView(slices)).first;
+  }
+  *view = &it->second;
+  return Status::OK();
+}
+
+Status FileData::ReadCommitted(uint64_t off, size_t size, char* buf,
+                               const std::vector<std::pair<uint32_t, std::vector<Slice>>>& views) {
+  std::memset(buf, 0, size);
+  const uint64_t end = off + size;
+  for (const auto& [chunk, view] : views) {
+    uint64_t base = uint64_t(chunk) * kChunkSize;
+    for (const Slice& s : view) {
+      if (s.id == 0) continue;
+      uint64_t ps = base + s.pos, pe = ps + s.len;
+      uint64_t rs = std::max(ps, off), re = std::min(pe, end);
+      if (rs >= re) continue;
+      RETURN_IF_ERROR(dp_->store()->ReadSlice(s.id, s.size, uint32_t(s.off + (rs - ps)), uint32_t(re - rs),
+                                              buf + (rs - off)));
+    }
+  }
+  return Status::OK();
+}
+
+void FileData::OverlayLocked(uint64_t off, size_t size, char* buf) {
+  const uint64_t end = off + size;
+  const uint32_t bs = dp_->block_size();
+  for (const auto& s : frozen_) {
+    uint64_t base = uint64_t(s->chunk) * kChunkSize + s->pos;
+    std::lock_guard<std::mutex> g(s->mu);
+    for (uint32_t k = 0; k < s->blocks.size(); ++k) {
+      uint64_t bstart = base + uint64_t(k) * bs;
+      const auto& b = s->blocks[k];
+      uint64_t blen = b.state == FrozenSlice::State::kUploaded ? std::min<uint64_t>(bs, s->len - uint64_t(k) * bs)
+                                                               : b.data.size();
+      uint64_t rs = std::max(bstart, off), re = std::min(bstart + blen, end);
+      if (rs >= re) continue;
+      if (b.state != FrozenSlice::State::kUploaded) {
+        std::memcpy(buf + (rs - off), b.data.data() + (rs - bstart), re - rs);
+      } else {
+        Status st = dp_->store()->ReadSlice(s->id, s->len, uint32_t(rs - base), uint32_t(re - rs), buf + (rs - off));
+        if (!st.ok()) LOG_ERROR("reading uploaded block of pending slice {}: {}", s->id, st.ToString());
+      }
+    }
+  }
+  buffer_.Overlay(off, size, buf);
+}
+
+Result<size_t> FileData::Read(uint64_t off, size_t size, char* buf) {
+  std::vector<std::pair<uint32_t, std::vector<Slice>>> views;
+  for (int attempt = 0;; ++attempt) {
+    std::unique_lock<std::mutex> lk(mu_);
+    uint64_t length = std::max(length_, PendingEndLocked());
+    if (off >= length || size == 0) return size_t(0);
+    size = size_t(std::min<uint64_t>(size, length - off));
+    views.clear();
+    for (uint64_t c = off / kChunkSize; c <= (off + size - 1) / kChunkSize; ++c) {
+      std::vector<Slice>* view = nullptr;
+      RETURN_IF_ERROR(ViewLocked(uint32_t(c), &view));
+      views.emplace_back(uint32_t(c), *view);
+    }
+    bool pending = !buffer_.empty() || !frozen_.empty();
+    if (!pending) lk.unlock();  // committed data only: read objects without the lock
+    Status st = ReadCommitted(off, size, buf, views);
+    if (st.ok()) {
+      if (pending) OverlayLocked(off, size, buf);
+      return size;
+    }
+    // The view may be stale (another client overwrote and the old slices
+    // were reclaimed): read the slice lists again once.
+    if (attempt > 0) return st;
+    if (!lk.owns_lock()) lk.lock();
+    views_.clear();
+  }
+}
+
+Result<uint64_t> FileData::Lseek(const meta::Context& ctx, uint64_t off, int whence) {
+  std::lock_guard<std::mutex> g(mu_);
+  RETURN_IF_ERROR(CommitLocked(ctx));
+  if (off >= length_) return Status::Err(ENXIO);
+  // Data = bytes covered by a real slice; everything else is a hole.
+  uint64_t pos = off;
+  while (pos < length_) {
+    uint32_t chunk = uint32_t(pos / kChunkSize);
+    uint64_t base = uint64_t(chunk) * kChunkSize;
+    uint64_t chunk_end = std::min<uint64_t>(length_, base + kChunkSize);
+    std::vector<Slice>* view = nullptr;
+    RETURN_IF_ERROR(ViewLocked(chunk, &view));
+    for (const Slice& s : *view) {
+      uint64_t ps = base + s.pos, pe = std::min(ps + s.len, chunk_end);
+      if (pe <= pos) continue;
+      if (whence == SEEK_DATA && s.id != 0) return std::max(pos, ps);
+      if (whence == SEEK_HOLE) {
+        if (ps > pos || s.id == 0) return pos;  // a gap or an explicit hole
+        pos = pe;                               // data: keep looking after it
+      }
+    }
+    if (whence == SEEK_HOLE && pos < chunk_end) return pos;  // gap at the chunk tail
+    pos = chunk_end;
+  }
+  if (whence == SEEK_HOLE) return length_;
+  return Status::Err(ENXIO);
+}
+
+}  // namespace tessera::vfs

@@ -1,0 +1,142 @@
+// The data of one inode as seen by this client: writes buffered in memory,
+// full blocks of sequential streams uploaded in the background while writing
+// goes on, everything committed to the metadata engine in one transaction at
+// flush/fsync/close, and reads that see committed data plus what is pending.
+//
+// Write path. New bytes land in a WriteBuffer (newest bytes win, so random
+// writes into one region coalesce). When a write appends to a range that has
+// grown past a block, its full blocks are cut off into a FrozenSlice and
+// uploaded by the DataPath's upload pool. Bytes still in the WriteBuffer are
+// always newer than any frozen slice covering the same positions, so a commit
+// appends, per chunk: the frozen slices in creation order, then the buffer's
+// ranges. The bytes held in memory (buffer + frozen blocks not yet uploaded)
+// count against the DataPath's budget; a writer over budget waits for uploads
+// or commits its own file.
+//
+// Concurrency: FileData::mu_ guards everything below it; a FrozenSlice's
+// blocks are guarded by its own mu (upload jobs never take FileData::mu_).
+// Lock order: FileData::mu_ before FrozenSlice::mu before DataPath::mu_.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "chunk/chunk_store.h"
+#include "meta/meta.h"
+#include "vfs/task_pool.h"
+#include "vfs/write_buffer.h"
+
+namespace tessera::vfs {
+
+// What every FileData shares: the engine, the chunk store, upload workers
+// and the budget for buffered bytes.
+class DataPath {
+ public:
+  // buffer_limit: bytes buffered across all files before writers wait;
+  // file_buffer_limit: buffered bytes of one file before it commits.
+  DataPath(meta::Meta* meta, chunk::ChunkStore* store, size_t buffer_limit, size_t file_buffer_limit,
+           size_t max_uploads);
+  ~DataPath();
+
+  meta::Meta* meta() const { return meta_; }
+  chunk::ChunkStore* store() const { return store_; }
+  uint32_t block_size() const { return store_->config().block_size; }
+  size_t buffer_limit() const { return buffer_limit_; }
+  size_t file_buffer_limit() const { return file_buffer_limit_; }
+
+  // Uploads a block in the background; `done` runs on a worker with the result.
+  void Upload(uint64_t id, uint32_t index, std::string_view data, std::function<void(Status)> done);
+
+  // Buffered-byte accounting (may go negative transiently; never blocks).
+  void Charge(int64_t delta);
+  int64_t buffered() const;
+  // Waits (bounded) while over budget and uploads are in flight. Returns
+  // true when still over budget with nothing in flight: the caller should
+  // commit to free memory.
+  bool WaitForRoom();
+
+ private:
+  meta::Meta* const meta_;
+  chunk::ChunkStore* const store_;
+  const size_t buffer_limit_;
+  const size_t file_buffer_limit_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  int64_t buffered_ = 0;  // guarded by mu_
+  int inflight_ = 0;      // guarded by mu_: uploads submitted, not finished
+  TaskPool pool_;         // last: its workers finish before the rest goes
+};
+
+// A slice whose blocks are uploading or uploaded, not yet committed: the
+// full blocks cut from a sequential stream, or a buffer range at commit.
+struct FrozenSlice {
+  enum class State { kBuffered, kUploading, kUploaded };
+  struct Block {
+    std::string data;  // the bytes until uploaded, then empty
+    State state = State::kBuffered;
+  };
+  uint32_t chunk = 0;  // immutable
+  uint32_t pos = 0;    // immutable: position in the chunk
+  uint64_t id = 0;     // immutable
+  std::mutex mu;
+  std::condition_variable cv;
+  uint32_t len = 0;           // guarded by mu (and FileData::mu_ to change)
+  std::deque<Block> blocks;   // guarded by mu; a deque keeps block bytes in place as it grows
+  int inflight = 0;           // guarded by mu
+  Status error;               // guarded by mu: last upload failure
+};
+
+class FileData {
+ public:
+  FileData(DataPath* dp, meta::Ino ino, uint64_t length);
+  ~FileData();
+
+  meta::Ino ino() const { return ino_; }
+  int handles = 0;  // guarded by Vfs::table_mu_
+  // A new open: forget cached chunk views and re-read the engine's length
+  // (close-to-open consistency). Read under the file lock, so that it cannot
+  // race with this client's own commits.
+  Status Reopen();
+  // Adds pending length/mtime to attributes read from the engine.
+  void ApplyPending(meta::Attr* attr);
+  // Length including pending writes.
+  uint64_t Length();
+
+  Result<size_t> Read(uint64_t off, size_t size, char* buf);
+  Status Write(const meta::Context& ctx, uint64_t off, const char* data, size_t size);
+  // Uploads everything pending and commits it in one transaction.
+  Status Commit(const meta::Context& ctx);
+  Status Truncate(const meta::Context& ctx, uint64_t size, bool check_perm, meta::Attr* out);
+  Status Fallocate(const meta::Context& ctx, int mode, uint64_t off, uint64_t len);
+  // SEEK_DATA / SEEK_HOLE.
+  Result<uint64_t> Lseek(const meta::Context& ctx, uint64_t off, int whence);
+
+ private:
+  Status CommitLocked(const meta::Context& ctx);
+  void FreezeLocked(uint32_t chunk, uint32_t pos, std::string data);
+  void SubmitBlock(const std::shared_ptr<FrozenSlice>& s, uint32_t index);
+  uint64_t PendingEndLocked() const;
+  // The resolved slice view of a chunk, from cache or engine. Requires mu_.
+  Status ViewLocked(uint32_t chunk, std::vector<chunk::Slice>** view);
+  // Reads committed bytes of [off, off+size) given chunk views (zeros for holes).
+  Status ReadCommitted(uint64_t off, size_t size, char* buf,
+                       const std::vector<std::pair<uint32_t, std::vector<chunk::Slice>>>& views);
+  void OverlayLocked(uint64_t off, size_t size, char* buf);
+
+  DataPath* const dp_;
+  const meta::Ino ino_;
+
+  std::mutex mu_;
+  uint64_t length_;                                     // guarded by mu_: length known to the engine
+  WriteBuffer buffer_;                                  // guarded by mu_
+  std::vector<std::shared_ptr<FrozenSlice>> frozen_;    // guarded by mu_: creation order
+  meta::Timespec last_write_;                           // guarded by mu_
+  std::unordered_map<uint32_t, std::vector<chunk::Slice>> views_;  // guarded by mu_
+};
+
+}  // namespace tessera::vfs
