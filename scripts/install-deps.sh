@@ -10,4 +10,4 @@ $SUDO apt-get install -y -qq --no-install-recommends \
   libfuse3-dev fuse3 libsqlite3-dev sqlite3 \
   libfmt-dev nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev \
   libhiredis-dev libpq-dev libcurl4-openssl-dev libssl-dev libzstd-dev liblz4-dev libxxhash-dev \
-  attr acl fio procps psmisc >/dev/null
+  attr acl fio procps psmisc python3 >/dev/null

@@ -29,4 +29,20 @@ Result<std::unique_ptr<meta::Meta>> OpenMeta(const std::string& url, bool must_e
   return m;
 }
 
+Result<Volume> OpenVolume(const std::string& meta_url) {
+  Volume v;
+  ASSIGN_OR_RETURN(v.meta, OpenMeta(meta_url, /*must_exist=*/true));
+  auto f = v.meta->Load();
+  if (!f.ok()) {
+    if (f.status().not_found())
+      return Status::Err(ENOENT, fmt::format("no volume at {}: run 'tessera format' first", RedactUrl(meta_url)));
+    return f.status().With(RedactUrl(meta_url));
+  }
+  v.format = *f;
+  auto s = object::Open(object::StoreOptions{v.format.storage, v.format.bucket});
+  if (!s.ok()) return s.status().With("cannot open object storage");
+  v.store = std::move(*s);
+  return v;
+}
+
 }  // namespace tessera::cli

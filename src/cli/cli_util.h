@@ -6,8 +6,18 @@
 
 #include "common/status.h"
 #include "meta/meta.h"
+#include "object/object_store.h"
 
 namespace tessera::cli {
+
+// An opened volume: its engine, settings and object store.
+struct Volume {
+  std::unique_ptr<meta::Meta> meta;
+  meta::Format format;
+  std::unique_ptr<object::ObjectStore> store;
+};
+// Opens the volume at META-URL; ENOENT with a clear message when there is none.
+Result<Volume> OpenVolume(const std::string& meta_url);
 
 // Prints "tessera: MSG" on stderr and returns exit code 1.
 int Fail(const std::string& msg);

@@ -40,28 +40,6 @@ std::string DefaultLogFile() {
   return dir + "/tessera.log";
 }
 
-struct Volume {
-  std::unique_ptr<meta::Meta> meta;
-  meta::Format format;
-  std::unique_ptr<object::ObjectStore> store;
-};
-
-Result<Volume> OpenVolume(const std::string& meta_url) {
-  Volume v;
-  ASSIGN_OR_RETURN(v.meta, OpenMeta(meta_url, /*must_exist=*/true));
-  auto f = v.meta->Load();
-  if (!f.ok()) {
-    if (f.status().not_found())
-      return Status::Err(ENOENT, fmt::format("no volume at {}: run 'tessera format' first", RedactUrl(meta_url)));
-    return f.status().With(RedactUrl(meta_url));
-  }
-  v.format = *f;
-  auto s = object::Open(object::StoreOptions{v.format.storage, v.format.bucket});
-  if (!s.ok()) return s.status().With("cannot open object storage");
-  v.store = std::move(*s);
-  return v;
-}
-
 // Serves the mount; reports the mount result through `report` (once).
 int Serve(const MountOptions& o, const std::string& mount_point, const std::function<void(const Status&)>& report) {
   auto vol = OpenVolume(o.meta_url);
@@ -108,6 +86,7 @@ int Serve(const MountOptions& o, const std::string& mount_point, const std::func
   cfg.buffer_size = size_t(o.buffer_size_mib) << 20;
   cfg.file_buffer_limit = std::min(cfg.file_buffer_limit, std::max<size_t>(cfg.buffer_size / 4, 1 << 20));
   cfg.max_uploads = o.max_uploads;
+  cfg.compact_threshold = o.compact_threshold;
   cfg.mount_point = mount_point;
   vfs::Vfs vfs(vol->meta.get(), &chunks, cfg);
   Status st = vfs.Start();

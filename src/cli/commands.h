@@ -44,6 +44,7 @@ struct MountOptions {
   double free_space_ratio = 0.1;
   std::string cache_eviction = "lru";
   uint64_t mem_cache_mib = 256;
+  uint32_t compact_threshold = 64;
 };
 int Mount(const MountOptions& o);
 
@@ -51,6 +52,32 @@ int Umount(const std::string& mount_point, bool force);
 int ShowStatus(const std::string& meta_url);
 int Info(const std::vector<std::string>& paths);
 int Fsck(const std::string& meta_url);
+int Compact(const std::vector<std::string>& paths);
 int Version();
+
+// `tessera bench PATH`: file system throughput and latency in a fresh
+// subdirectory of PATH (any directory; a Tessera mount is the point).
+struct BenchOptions {
+  std::string path;
+  uint64_t block_size_mib = 1;       // size of each read/write call
+  uint64_t big_file_size_mib = 1024;  // per thread; 0 skips the big file
+  uint64_t small_file_size_kib = 128;
+  uint64_t small_file_count = 100;  // per thread; 0 skips the small files
+  int threads = 1;
+};
+int Bench(const BenchOptions& o);
+
+// `tessera objbench`: functional checks, then throughput and latency of an
+// object store, on objects under a unique prefix that are removed afterwards.
+struct ObjbenchOptions {
+  std::string storage = "file";
+  std::string bucket;
+  uint64_t block_size_kib = 4096;       // the big object is put as objects of this size
+  uint64_t small_object_size_kib = 128;
+  uint64_t big_object_size_mib = 1024;  // 0 skips the big object
+  uint64_t small_objects = 100;         // 0 skips the small objects
+  int threads = 4;
+};
+int Objbench(const ObjbenchOptions& o);
 
 }  // namespace tessera::cli

@@ -52,6 +52,8 @@ int main(int argc, char** argv) {
       ->capture_default_str()->check(CLI::Range(0.0, 0.99));
   mount->add_option("--cache-eviction", mo.cache_eviction, "disk cache eviction: lru or 2-random")->capture_default_str();
   mount->add_option("--mem-cache-size", mo.mem_cache_mib, "memory block cache, MiB (0 disables)")->capture_default_str();
+  mount->add_option("--compact-threshold", mo.compact_threshold, "compact a chunk in the background once it has this many slices (0 = never)")
+      ->capture_default_str();
   mount->add_flag("--no-allow-other", mo.no_allow_other, "only the mounting user may access the mount");
   mount->add_flag("--non-default-permission", mo.non_default_permission,
                   "do not let the kernel check permissions (the engine still does)");
@@ -72,11 +74,43 @@ int main(int argc, char** argv) {
   auto* info = app.add_subcommand("info", "Show the inode, chunks, slices and objects of files in a mount");
   info->add_option("PATH", info_paths, "files or directories inside a Tessera mount")->required();
 
+  std::vector<std::string> compact_paths;
+  auto* compact = app.add_subcommand("compact", "Merge the slices of files' chunks (files and directories in a mount)");
+  compact->add_option("PATH", compact_paths, "files or directories inside a Tessera mount")->required();
+
   std::string fsck_url;
   auto* fsck = app.add_subcommand("fsck", "Check the consistency of a volume's metadata");
   fsck->add_option("META-URL", fsck_url, "metadata engine address")->required();
 
   auto* version = app.add_subcommand("version", "Show the version");
+
+  BenchOptions bo;
+  auto* bench = app.add_subcommand("bench", "Benchmark a file system: big and small file reads and writes, stats");
+  bench->footer("Examples:\n  tessera bench /mnt/tessera\n  tessera bench /mnt/tessera -p 4 --big-file-size 256");
+  bench->add_option("PATH", bo.path, "an existing writable directory (a fresh subdirectory is used and removed)")->required();
+  bench->add_option("--block-size", bo.block_size_mib, "size of each read and write, MiB")
+      ->capture_default_str()->check(CLI::Range(1, 64));
+  bench->add_option("--big-file-size", bo.big_file_size_mib, "size of the big file of each thread, MiB (0 skips)")
+      ->capture_default_str()->check(CLI::Range(0, 1 << 20));
+  bench->add_option("--small-file-size", bo.small_file_size_kib, "size of each small file, KiB")
+      ->capture_default_str()->check(CLI::Range(0, 1 << 20));
+  bench->add_option("--small-file-count", bo.small_file_count, "small files per thread (0 skips)")->capture_default_str();
+  bench->add_option("-p,--threads", bo.threads, "concurrent threads")->capture_default_str()->check(CLI::Range(1, 256));
+
+  ObjbenchOptions ob;
+  auto* objbench = app.add_subcommand("objbench", "Check an object store's behaviour, then benchmark it");
+  objbench->footer("Examples:\n  tessera objbench --storage file --bucket /data/bucket\n"
+                   "  tessera objbench --storage file --bucket /tmp/b --big-object-size 64 -p 8");
+  objbench->add_option("--storage", ob.storage, "object storage type (file)")->capture_default_str();
+  objbench->add_option("--bucket", ob.bucket, "bucket: a directory for file storage")->required();
+  objbench->add_option("--block-size", ob.block_size_kib, "size of the objects the big object is split into, KiB")
+      ->capture_default_str()->check(CLI::Range(1, 1 << 20));
+  objbench->add_option("--small-object-size", ob.small_object_size_kib, "size of each small object, KiB")
+      ->capture_default_str()->check(CLI::Range(0, 1 << 20));
+  objbench->add_option("--big-object-size", ob.big_object_size_mib, "size of the big object, MiB (0 skips)")
+      ->capture_default_str()->check(CLI::Range(0, 1 << 20));
+  objbench->add_option("--small-objects", ob.small_objects, "number of small objects (0 skips)")->capture_default_str();
+  objbench->add_option("-p,--threads", ob.threads, "concurrent threads")->capture_default_str()->check(CLI::Range(1, 256));
 
   try {
     app.parse(argc, argv);
@@ -93,6 +127,9 @@ int main(int argc, char** argv) {
   if (*status) return ShowStatus(status_url);
   if (*info) return Info(info_paths);
   if (*fsck) return Fsck(fsck_url);
+  if (*compact) return Compact(compact_paths);
   if (*version) return Version();
+  if (*bench) return Bench(bo);
+  if (*objbench) return Objbench(ob);
   return 2;
 }

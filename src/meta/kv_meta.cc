@@ -108,7 +108,8 @@ Status QueueSlicesTx(kv::Txn& tx, std::string_view chunk_value) {
 // Appends a slice to a chunk's list, then drops the slices the new one hides
 // completely (queueing their objects for deletion), so overwritten data does
 // not linger until compaction.
-Status AppendSliceTx(kv::Txn& tx, const std::string& key, std::string value, const Slice& slice) {
+Status AppendSliceTx(kv::Txn& tx, const std::string& key, std::string value, const Slice& slice,
+                     uint32_t* count = nullptr) {
   chunk::AppendSlice(&value, slice);
   std::vector<Slice> slices = chunk::DecodeSlices(value);
   if (slices.size() > 1) {
@@ -132,6 +133,7 @@ Status AppendSliceTx(kv::Txn& tx, const std::string& key, std::string value, con
       value = std::move(kept);
     }
   }
+  if (count) *count = uint32_t(value.size() / chunk::kSliceRecordSize);
   return tx.Put(key, value);
 }
 
@@ -1003,7 +1005,7 @@ Status KvMeta::Read(Ino ino, uint32_t chunk_index, std::vector<Slice>* slices) {
 }
 
 Status KvMeta::WriteSlices(const Context& ctx, Ino ino, const std::vector<SliceWrite>& slices, const Timespec& mtime,
-                           Attr* out) {
+                           Attr* out, std::vector<uint32_t>* slice_counts) {
   for (const auto& w : slices)
     if (uint64_t(w.slice.pos) + w.slice.len > kChunkSize) return Status::Err(EINVAL, "slice crosses a chunk boundary");
   return engine_->Run([&](kv::Txn& tx) {
@@ -1021,18 +1023,42 @@ Status KvMeta::WriteSlices(const Context& ctx, Ino ino, const std::vector<SliceW
       RETURN_IF_ERROR(IncrTx(tx, kUsedSpace, delta));
       attr.length = end;
     }
+    if (slice_counts) slice_counts->clear();
     for (const auto& w : slices) {
       std::string key = ChunkKey(ino, w.chunk_index);
       auto v = tx.Get(key);
       std::string value;
       if (v.ok()) value = std::move(*v);
       else if (!v.status().not_found()) return v.status();
-      RETURN_IF_ERROR(AppendSliceTx(tx, key, std::move(value), w.slice));
+      uint32_t count = 0;
+      RETURN_IF_ERROR(AppendSliceTx(tx, key, std::move(value), w.slice, &count));
+      if (slice_counts) slice_counts->push_back(count);
     }
     attr.mtime = attr.ctime = mtime;
     RETURN_IF_ERROR(PutAttrTx(tx, ino, attr));
     *out = attr;
     return Status::OK();
+  });
+}
+
+Status KvMeta::CompactChunk(Ino ino, uint32_t chunk_index, const std::vector<Slice>& expected,
+                            const std::vector<Slice>& replacement) {
+  return engine_->Run([&](kv::Txn& tx) {
+    std::string key = ChunkKey(ino, chunk_index);
+    auto v = tx.Get(key);
+    if (!v.ok()) return v.status().not_found() ? Status::Err(EAGAIN, "chunk is gone") : v.status();
+    std::vector<Slice> current = chunk::DecodeSlices(*v);
+    if (current.size() < expected.size() || !std::equal(expected.begin(), expected.end(), current.begin()))
+      return Status::Err(EAGAIN, "chunk changed during compaction");
+    std::string value;
+    for (const Slice& s : replacement) chunk::AppendSlice(&value, s);
+    for (size_t i = expected.size(); i < current.size(); ++i) chunk::AppendSlice(&value, current[i]);
+    for (const Slice& s : expected) {
+      bool kept = std::any_of(replacement.begin(), replacement.end(), [&](const Slice& r) { return r.id == s.id; });
+      if (s.id != 0 && !kept) RETURN_IF_ERROR(tx.Put(SliceGcKey(s.id, s.size), ""));
+    }
+    if (value.empty()) return tx.Delete(key);
+    return tx.Put(key, value);
   });
 }
 

@@ -66,7 +66,9 @@ class KvMeta final : public Meta {
 
   Status Read(Ino ino, uint32_t chunk_index, std::vector<chunk::Slice>* slices) override;
   Status WriteSlices(const Context& ctx, Ino ino, const std::vector<SliceWrite>& slices, const Timespec& mtime,
-                     Attr* attr) override;
+                     Attr* attr, std::vector<uint32_t>* slice_counts) override;
+  Status CompactChunk(Ino ino, uint32_t chunk_index, const std::vector<chunk::Slice>& expected,
+                      const std::vector<chunk::Slice>& replacement) override;
   Result<uint64_t> NewSliceId() override;
 
   Status GetXattr(const Context& ctx, Ino ino, const std::string& name, std::string* value) override;

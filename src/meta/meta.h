@@ -184,13 +184,22 @@ class Meta {
   // Appends slices to their chunks in the given order (later ones shadow
   // earlier ones), extends the length to cover them and sets mtime/ctime to
   // `mtime` (when the data was written), all in one transaction. ENOSPC when
-  // over the volume capacity.
+  // over the volume capacity. *slice_counts (if given) receives, per entry
+  // of `slices`, the length of that chunk's slice list afterwards (a hint
+  // for compaction).
   virtual Status WriteSlices(const Context& ctx, Ino ino, const std::vector<SliceWrite>& slices,
-                             const Timespec& mtime, Attr* attr) = 0;
+                             const Timespec& mtime, Attr* attr, std::vector<uint32_t>* slice_counts) = 0;
   Status Write(const Context& ctx, Ino ino, uint32_t chunk_index, const chunk::Slice& slice, const Timespec& mtime,
                Attr* attr) {
-    return WriteSlices(ctx, ino, {SliceWrite{chunk_index, slice}}, mtime, attr);
+    return WriteSlices(ctx, ino, {SliceWrite{chunk_index, slice}}, mtime, attr, nullptr);
   }
+  // Compaction: if the chunk's slice list still begins with `expected`,
+  // replaces those slices with `replacement` (already uploaded; it must read
+  // exactly like `expected`) and queues the replaced slices' objects for
+  // deletion. Slices appended after `expected` are kept. EAGAIN when the list
+  // no longer begins with `expected` (a truncate or another compaction won).
+  virtual Status CompactChunk(Ino ino, uint32_t chunk_index, const std::vector<chunk::Slice>& expected,
+                              const std::vector<chunk::Slice>& replacement) = 0;
   virtual Result<uint64_t> NewSliceId() = 0;
 
   // ---- xattrs ----

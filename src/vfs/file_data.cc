@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "common/log.h"
+#include "vfs/compactor.h"
 
 namespace tessera::vfs {
 
@@ -51,6 +52,29 @@ void DataPath::Upload(uint64_t id, uint32_t index, std::string_view data, std::f
       inflight_--;
     }
     cv_.notify_all();
+  });
+}
+
+void DataPath::ConfigureCompaction(uint32_t threshold, std::function<void(meta::Ino, uint32_t)> on_compacted) {
+  compact_threshold_ = threshold;
+  on_compacted_ = std::move(on_compacted);
+}
+
+void DataPath::ScheduleCompaction(meta::Ino ino, uint32_t chunk) {
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    if (!compact_queued_.insert({ino, chunk}).second) return;
+  }
+  compactor_.Submit([this, ino, chunk] {
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      compact_queued_.erase({ino, chunk});
+    }
+    CompactResult r;
+    Status st = CompactChunk(meta_, store_, ino, chunk, compact_threshold_, &r);
+    if (st.ok() && r.changed && on_compacted_) on_compacted_(ino, chunk);
+    if (!st.ok() && st.code() != EAGAIN && st.code() != ENOENT)
+      LOG_WARN("compacting inode {} chunk {}: {}", ino, chunk, st.ToString());
   });
 }
 
@@ -270,10 +294,14 @@ Status FileData::CommitLocked(const meta::Context& ctx) {
   writes.reserve(frozen_.size());
   for (const auto& s : frozen_) writes.push_back({s->chunk, Slice{s->pos, s->id, s->len, 0, s->len}});
   meta::Attr attr;
-  RETURN_IF_ERROR(dp_->meta()->WriteSlices(ctx, ino_, writes, last_write_, &attr));
+  std::vector<uint32_t> counts;
+  RETURN_IF_ERROR(dp_->meta()->WriteSlices(ctx, ino_, writes, last_write_, &attr, &counts));
   length_ = attr.length;
   for (const auto& w : writes) views_.erase(w.chunk_index);
   frozen_.clear();
+  uint32_t threshold = dp_->compact_threshold();
+  for (size_t i = 0; i < counts.size() && threshold > 0; ++i)
+    if (counts[i] >= threshold) dp_->ScheduleCompaction(ino_, writes[i].chunk_index);
   return Status::OK();
 }
 
@@ -380,6 +408,11 @@ Result<size_t> FileData::Read(uint64_t off, size_t size, char* buf) {
     if (!lk.owns_lock()) lk.lock();
     views_.clear();
   }
+}
+
+void FileData::InvalidateView(uint32_t chunk) {
+  std::lock_guard<std::mutex> g(mu_);
+  views_.erase(chunk);
 }
 
 Result<uint64_t> FileData::Lseek(const meta::Context& ctx, uint64_t off, int whence) {

@@ -20,6 +20,8 @@
 
 #include <condition_variable>
 #include <deque>
+#include <functional>
+#include <set>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -49,6 +51,13 @@ class DataPath {
   size_t buffer_limit() const { return buffer_limit_; }
   size_t file_buffer_limit() const { return file_buffer_limit_; }
 
+  // Compaction of chunks whose slice lists reach `compact_threshold` slices,
+  // one at a time in the background; `on_compacted` runs after each success.
+  void ConfigureCompaction(uint32_t threshold, std::function<void(meta::Ino, uint32_t)> on_compacted);
+  uint32_t compact_threshold() const { return compact_threshold_; }
+  // Queues a chunk for compaction (once, however often it is asked).
+  void ScheduleCompaction(meta::Ino ino, uint32_t chunk);
+
   // Uploads a block in the background; `done` runs on a worker with the result.
   void Upload(uint64_t id, uint32_t index, std::string_view data, std::function<void(Status)> done);
 
@@ -69,7 +78,11 @@ class DataPath {
   std::condition_variable cv_;
   int64_t buffered_ = 0;  // guarded by mu_
   int inflight_ = 0;      // guarded by mu_: uploads submitted, not finished
-  TaskPool pool_;         // last: its workers finish before the rest goes
+  uint32_t compact_threshold_ = 0;  // set before use; 0 = never
+  std::function<void(meta::Ino, uint32_t)> on_compacted_;
+  std::set<std::pair<meta::Ino, uint32_t>> compact_queued_;  // guarded by mu_
+  TaskPool compactor_{1};  // last two: their workers finish before the rest goes
+  TaskPool pool_;
 };
 
 // A slice whose blocks are uploading or uploaded, not yet committed: the
@@ -113,6 +126,8 @@ class FileData {
   Status Commit(const meta::Context& ctx);
   Status Truncate(const meta::Context& ctx, uint64_t size, bool check_perm, meta::Attr* out);
   Status Fallocate(const meta::Context& ctx, int mode, uint64_t off, uint64_t len);
+  // Forgets the cached view of a chunk (it was compacted).
+  void InvalidateView(uint32_t chunk);
   // SEEK_DATA / SEEK_HOLE.
   Result<uint64_t> Lseek(const meta::Context& ctx, uint64_t off, int whence);
 

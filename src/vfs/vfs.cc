@@ -19,9 +19,21 @@ Vfs::Vfs(meta::Meta* meta, chunk::ChunkStore* store, Config config)
     : meta_(meta),
       store_(store),
       config_(std::move(config)),
-      data_(meta, store, config_.buffer_size, config_.file_buffer_limit, config_.max_uploads) {}
+      data_(std::make_unique<DataPath>(meta, store, config_.buffer_size, config_.file_buffer_limit,
+                                       config_.max_uploads)) {
+  data_->ConfigureCompaction(config_.compact_threshold, [this](Ino ino, uint32_t chunk) {
+    if (auto f = FindFile(ino)) f->InvalidateView(chunk);
+  });
+}
 
-Vfs::~Vfs() { Stop(); }
+Vfs::~Vfs() {
+  Stop();
+  {
+    std::lock_guard<std::mutex> g(table_mu_);
+    files_.clear();
+  }
+  data_.reset();
+}
 
 Status Vfs::Start() {
   meta::SessionInfo info;
@@ -92,7 +104,7 @@ Result<std::shared_ptr<FileData>> Vfs::AcquireFile(Ino ino, uint64_t length) {
     std::lock_guard<std::mutex> g(table_mu_);
     auto& slot = files_[ino];
     if (!slot) {
-      slot = std::make_shared<FileData>(&data_, ino, length);
+      slot = std::make_shared<FileData>(data_.get(), ino, length);
       fresh = true;
     }
     slot->handles++;

@@ -40,6 +40,8 @@ struct Config {
   size_t file_buffer_limit = 64u << 20;
   // Concurrent block uploads (--max-uploads).
   size_t max_uploads = 20;
+  // A chunk with this many slices is compacted in the background (0 = never).
+  uint32_t compact_threshold = 64;
   // Background jobs.
   int cleanup_interval_ms = 1000;
   int heartbeat_interval_s = 10;
@@ -136,7 +138,9 @@ class Vfs {
   meta::Meta* const meta_;
   chunk::ChunkStore* const store_;
   const Config config_;
-  DataPath data_;
+  // Outlives nothing it points into: the destructor drops the files first,
+  // then this (its workers may still call back into the file table).
+  std::unique_ptr<DataPath> data_;
 
   std::mutex table_mu_;
   std::unordered_map<Ino, std::shared_ptr<FileData>> files_;  // guarded by table_mu_

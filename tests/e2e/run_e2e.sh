@@ -2,13 +2,13 @@
 # End-to-end suite against a real mount of a fresh volume (SQLite + local
 # directory, small block size so chunk/block boundaries are crossed often).
 # Usage: run_e2e.sh TESSERA_BINARY E2E_BIN_DIR [SUITE...]
-# Suites: posix fsx concurrency persist build twomounts crash fsck (default: all).
+# Suites: posix fsx compact concurrency persist build twomounts crash fsck (default: all).
 # TESSERA_E2E_QUICK=1 shortens the random workloads (sanitizer builds).
 set -euo pipefail
 TESSERA=$(realpath "$1")
 BIN=$(realpath "$2")
 shift 2
-SUITES=${*:-posix fsx concurrency persist build twomounts crash fsck}
+SUITES=${*:-posix fsx compact concurrency persist build twomounts crash fsck}
 QUICK=${TESSERA_E2E_QUICK:-0}
 
 WORK=$(mktemp -d /tmp/tessera-e2e.XXXXXX)
@@ -95,6 +95,41 @@ for suite in $SUITES; do
     # Nothing to recompile: every object and timestamp survived the remount.
     rebuilt=$(cd "$MNT/project" && ninja -C out tessera_kv tessera_object tessera_chunk | grep -c "Building CXX" || true)
     [ "$rebuilt" = 0 ] || fail "build not up to date after remount ($rebuilt objects rebuilt)"
+    ;;
+  compact)
+    N=10000
+    [ "$QUICK" = 1 ] && N=2000
+    log "fsx with background compaction forced often (--compact-threshold 3)"
+    unmount_volume
+    mount_volume --compact-threshold 3
+    "$BIN/e2e_fsx" -N "$N" -S 11 -b 65536 -l $((4 << 20)) "$MNT/fsx-compact" >"$WORK/fsx-compact.log" 2>&1 ||
+      { tail -40 "$WORK/fsx-compact.log"; fail "fsx with compaction"; }
+    tail -1 "$WORK/fsx-compact.log"
+    log "tessera compact: same bytes, fewer slices"
+    unmount_volume
+    mount_volume --compact-threshold 0
+    python3 - "$MNT/patchy" <<'PY' || fail "writing the patchy file"
+import os, random, sys
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)
+os.pwrite(fd, os.urandom(300000), 0)
+os.fsync(fd)
+random.seed(3)
+for _ in range(40):
+    os.pwrite(fd, os.urandom(1000), random.randrange(0, 290000))
+    os.fsync(fd)
+os.close(fd)
+PY
+    sum_before=$(md5sum <"$MNT/patchy")
+    slices_before=$("$TESSERA" info "$MNT/patchy" | grep -c "slice id")
+    "$TESSERA" compact "$MNT/patchy" || fail "tessera compact"
+    slices_after=$("$TESSERA" info "$MNT/patchy" | grep -c "slice id")
+    [ "$slices_after" -lt "$slices_before" ] || fail "compact did not reduce slices ($slices_before -> $slices_after)"
+    sleep 2  # replaced objects are deleted in the background
+    echo 3 >/proc/sys/vm/drop_caches
+    [ "$(md5sum <"$MNT/patchy")" = "$sum_before" ] || fail "content changed by compaction"
+    unmount_volume
+    mount_volume
+    [ "$(md5sum <"$MNT/patchy")" = "$sum_before" ] || fail "content changed by compaction (after remount)"
     ;;
   twomounts)
     log "two mounts of one SQLite volume on this host"

@@ -1901,5 +1901,35 @@ TEST_P(MetaConformanceTest, ConcurrentCreatesRenamesUnlinksInOneDirectory) {
   EXPECT_EQ(ndirs, 2 + 3 * kThreads);
 }
 
+// ---------------------------------------------------------------- compaction
+
+TEST_P(MetaConformanceTest, CompactChunkReplacesPrefixAndKeepsNewerSlices) {
+  Ino ino = File(kRootIno, "f");
+  Slice a = WriteSlice(ino, 0, 0, 4000);
+  Slice b = WriteSlice(ino, 0, 1000, 1000);
+  std::vector<Slice> before = ReadChunk(ino, 0);
+  ASSERT_EQ(before.size(), 2u);
+  Slice c = WriteSlice(ino, 0, 3500, 1000);  // appended "concurrently", after the snapshot
+  auto id = m_->NewSliceId();
+  ASSERT_TRUE(id.ok());
+  Slice merged{0, *id, 4000, 0, 4000};
+  ASSERT_OK(m_->CompactChunk(ino, 0, before, {merged}));
+  std::vector<Slice> after = ReadChunk(ino, 0);
+  ASSERT_EQ(after.size(), 2u);
+  EXPECT_EQ(after[0], merged);
+  EXPECT_EQ(after[1], c);
+  std::vector<SliceRef> deleted = Cleanup();
+  std::vector<SliceRef> want{{a.id, a.size}, {b.id, b.size}};
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(deleted, want);
+  // A stale snapshot no longer matches: EAGAIN, nothing changes.
+  EXPECT_ERRNO(EAGAIN, m_->CompactChunk(ino, 0, before, {merged}));
+  EXPECT_EQ(ReadChunk(ino, 0), after);
+  // A chunk that is gone (truncated away) is EAGAIN too.
+  Attr out;
+  ASSERT_OK(m_->Truncate(Context::Root(), ino, 0, false, &out));
+  EXPECT_ERRNO(EAGAIN, m_->CompactChunk(ino, 0, after, {merged}));
+}
+
 }  // namespace
 }  // namespace tessera::meta

@@ -1,0 +1,88 @@
+#include "vfs/compactor.h"
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "common/log.h"
+
+namespace tessera::vfs {
+
+using chunk::Slice;
+
+namespace {
+// Data pieces closer than this are merged into one new slice, the gap
+// written as zeros; farther apart they become separate slices.
+constexpr uint32_t kMaxZeroGap = 64u << 10;
+}  // namespace
+
+Status CompactChunk(meta::Meta* meta, chunk::ChunkStore* store, meta::Ino ino, uint32_t chunk_index,
+                    uint32_t min_slices, CompactResult* result) {
+  *result = CompactResult{};
+  std::vector<Slice> slices;
+  RETURN_IF_ERROR(meta->Read(ino, chunk_index, &slices));
+  result->slices_before = result->slices_after = uint32_t(slices.size());
+  if (slices.size() < std::max<uint32_t>(min_slices, 2)) return Status::OK();
+
+  // Runs of visible data; holes and gaps between runs read as zeros anyway
+  // once nothing older lies underneath.
+  std::vector<Slice> pieces;
+  for (const Slice& s : chunk::BuildView(slices))
+    if (s.id != 0) pieces.push_back(s);
+  struct Run {
+    uint32_t pos, end;
+    std::vector<Slice> pieces;
+  };
+  std::vector<Run> runs;
+  for (const Slice& p : pieces) {
+    if (!runs.empty() && p.pos - runs.back().end <= kMaxZeroGap) {
+      runs.back().end = p.pos + p.len;
+      runs.back().pieces.push_back(p);
+    } else {
+      runs.push_back(Run{p.pos, p.pos + p.len, {p}});
+    }
+  }
+
+  const uint32_t bs = store->config().block_size;
+  std::vector<Slice> replacement;
+  auto abort = [&] {
+    for (const Slice& r : replacement) (void)store->DeleteSlice(r.id, r.size);
+  };
+  std::string data;
+  for (const Run& run : runs) {
+    uint32_t len = run.end - run.pos;
+    data.assign(len, '\0');
+    for (const Slice& p : run.pieces) {
+      Status st = store->ReadSlice(p.id, p.size, p.off, p.len, data.data() + (p.pos - run.pos));
+      if (!st.ok()) {
+        abort();
+        return st.With("compaction read");
+      }
+    }
+    auto id = meta->NewSliceId();
+    if (!id.ok()) {
+      abort();
+      return id.status();
+    }
+    for (uint32_t off = 0, k = 0; off < len; off += bs, ++k) {
+      Status st = store->UploadBlock(*id, k, std::string_view(data).substr(off, std::min(bs, len - off)));
+      if (!st.ok()) {
+        (void)store->DeleteSlice(*id, len);
+        abort();
+        return st.With("compaction upload");
+      }
+    }
+    replacement.push_back(Slice{run.pos, *id, len, 0, len});
+  }
+  Status st = meta->CompactChunk(ino, chunk_index, slices, replacement);
+  if (!st.ok()) {
+    abort();
+    return st;
+  }
+  result->slices_after = uint32_t(replacement.size());
+  result->changed = true;
+  LOG_DEBUG("compacted inode {} chunk {}: {} -> {} slices", ino, chunk_index, slices.size(), replacement.size());
+  return Status::OK();
+}
+
+}  // namespace tessera::vfs
