@@ -92,11 +92,11 @@ void ReplyAttr(fuse_req_t req, const Status& st, Ino ino, const Attr& a) {
   fuse_reply_attr(req, &s, V(req)->config().attr_timeout);
 }
 
-// Open handles: keep_cache off so every open revalidates cached pages
-// (close-to-open consistency).
+// Close-to-open: the kernel keeps a file's cached pages only when the file
+// is unchanged since this client last saw it (same mtime and length).
 void ReplyOpen(fuse_req_t req, fuse_file_info* fi, vfs::Handle* h) {
   fi->fh = reinterpret_cast<uint64_t>(h);
-  fi->keep_cache = 0;
+  fi->keep_cache = h->keep_cache ? 1 : 0;
   vfs::Vfs* vfs = V(req);  // req is freed by the reply
   if (fuse_reply_open(req, fi) == -ENOENT) (void)vfs->Release(Context::Root(), h);  // interrupted open
 }

@@ -132,6 +132,16 @@ std::shared_ptr<FileData> Vfs::FindFile(Ino ino) {
   return it == files_.end() ? nullptr : it->second;
 }
 
+bool Vfs::Saw(Ino ino, const Attr& attr) {
+  constexpr size_t kMaxSeen = 1 << 20;
+  std::lock_guard<std::mutex> g(table_mu_);
+  if (seen_.size() >= kMaxSeen) seen_.clear();
+  auto [it, fresh] = seen_.try_emplace(ino, attr.mtime, attr.length);
+  bool same = !fresh && it->second.first == attr.mtime && it->second.second == attr.length;
+  it->second = {attr.mtime, attr.length};
+  return same;
+}
+
 void Vfs::ApplyPending(Ino ino, Attr* attr) {
   if (!attr->IsFile()) return;
   if (auto f = FindFile(ino)) f->ApplyPending(attr);
@@ -221,6 +231,7 @@ Status Vfs::Open(const Context& ctx, Ino ino, int flags, Handle** fh, Attr* attr
     }
     h->file = std::move(*f);
     h->file->ApplyPending(attr);
+    h->keep_cache = Saw(ino, *attr);
   }
   *fh = h.release();
   return Status::OK();
@@ -257,6 +268,7 @@ Status Vfs::Create(const Context& ctx, Ino parent, const std::string& name, uint
     return f.status();
   }
   h->file = std::move(*f);
+  Saw(*ino, *attr);
   *fh = h.release();
   return Status::OK();
 }
@@ -272,6 +284,7 @@ Result<size_t> Vfs::Write(const Context& ctx, Handle* fh, uint64_t off, const ch
   if ((fh->flags & O_ACCMODE) == O_RDONLY) return Status::Err(EBADF);
   if (size > meta::kMaxFileSize || off > meta::kMaxFileSize - size) return Status::Err(EFBIG);
   RETURN_IF_ERROR(fh->file->Write(ctx, off, data, size));
+  fh->written.store(true, std::memory_order_relaxed);
   return size;
 }
 
@@ -288,6 +301,10 @@ Status Vfs::Release(const Context& ctx, Handle* fh) {
   if (h->file) {
     st = h->file->Commit(ctx);
     if (!st.ok()) LOG_ERROR("inode {}: data written but not committed at close: {}", h->ino, st.ToString());
+    Attr attr;
+    // Our writes went through the kernel's page cache, so it matches the
+    // file as committed: remember that for the next open's keep_cache.
+    if (st.ok() && h->written && meta_->GetAttr(ctx, h->ino, &attr).ok()) Saw(h->ino, attr);
     ReleaseFile(h->ino);
   }
   Status cst = meta_->Close(ctx, h->ino);

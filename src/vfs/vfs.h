@@ -53,6 +53,10 @@ struct Handle {
   Ino ino = 0;
   int flags = 0;
   std::shared_ptr<FileData> file;  // regular files
+  // Files: the kernel may keep its cached pages (the file did not change
+  // since this client last saw it: same mtime and length).
+  bool keep_cache = false;
+  std::atomic<bool> written{false};  // files: written through this handle
   std::vector<meta::Entry> entries;  // directories: listing taken at offset 0
   bool listed = false;
   std::mutex dir_mu;                 // guards entries/listed
@@ -144,6 +148,12 @@ class Vfs {
 
   std::mutex table_mu_;
   std::unordered_map<Ino, std::shared_ptr<FileData>> files_;  // guarded by table_mu_
+  // What the kernel's page cache of each file reflects: (mtime, length) at
+  // this client's last open or close of it. Guarded by table_mu_.
+  std::unordered_map<Ino, std::pair<meta::Timespec, uint64_t>> seen_;
+  // Records attr as what the kernel caches of ino; returns whether it
+  // matches what was recorded before (the cached pages are still valid).
+  bool Saw(Ino ino, const Attr& attr);
 
   std::mutex bg_mu_;
   std::condition_variable bg_cv_;

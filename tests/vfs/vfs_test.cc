@@ -1032,5 +1032,30 @@ TEST_F(VfsTest, ConcurrentMixedOperationsOnOneFile) {
   Release(fh);
 }
 
+TEST_F(VfsTest, KeepCacheOnlyWhileTheFileIsUnchanged) {
+  ASSERT_NO_FATAL_FAILURE(StartVfs(DefaultConfig()));
+  Ino ino = 0;
+  Handle* fh = Create("cached", &ino);
+  ASSERT_NE(fh, nullptr);
+  ASSERT_NO_FATAL_FAILURE(Write(fh, 0, "hello"));
+  Release(fh);  // our own writes: the kernel's pages match the committed file
+  Handle* r1 = Open(ino, O_RDONLY);
+  ASSERT_NE(r1, nullptr);
+  EXPECT_TRUE(r1->keep_cache);
+  Release(r1);
+  Handle* r2 = Open(ino, O_RDONLY);
+  ASSERT_NE(r2, nullptr);
+  EXPECT_TRUE(r2->keep_cache);
+  Release(r2);
+  // Another client changes the file: the next open here must drop the pages.
+  std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  Attr attr;
+  ASSERT_OK(meta_->Write(Context::Root(), ino, 0, chunk::Slice{0, 0, 5, 0, 5}, meta::Now(), &attr));
+  Handle* r3 = Open(ino, O_RDONLY);
+  ASSERT_NE(r3, nullptr);
+  EXPECT_FALSE(r3->keep_cache);
+  Release(r3);
+}
+
 }  // namespace
 }  // namespace tessera::vfs
