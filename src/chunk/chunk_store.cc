@@ -326,6 +326,14 @@ void ChunkStore::WaitForCacheWrites() {
   if (disk_) disk_->Drain();
 }
 
+Status ChunkStore::Prefetch(uint64_t id, uint32_t size, uint32_t index) {
+  if (!mem_) return Status::OK();
+  uint32_t len = BlockLen(size, config_.block_size, index);
+  if (len == 0) return Status::OK();
+  auto block = GetBlock(BlockKey(id, index, len), len);
+  return block.ok() ? Status::OK() : block.status();
+}
+
 Status ChunkStore::UploadBlock(uint64_t id, uint32_t index, std::string_view data) {
   std::string block(data);
   return PutBlock(BlockKey(id, index, uint32_t(data.size())), &block);

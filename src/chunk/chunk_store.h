@@ -131,6 +131,9 @@ class ChunkStore {
   // off+len <= size. Id 0 (a hole) reads as zeros. A missing, short or
   // undecodable block is EIO: the slice was committed, so its data is lost.
   Status ReadSlice(uint64_t id, uint32_t size, uint32_t off, uint32_t len, char* buf);
+  // Read-ahead: loads block `index` of slice (id, size) into the caches
+  // (shared with any concurrent read of it). A no-op without a memory cache.
+  Status Prefetch(uint64_t id, uint32_t size, uint32_t index);
   // Uploads block `index` of slice id (its length is data.size(): the slice's
   // block size except for a slice's last block), compressing it and putting
   // it in the memory cache. For writers that manage their own block buffers.

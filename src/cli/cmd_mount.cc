@@ -87,6 +87,7 @@ int Serve(const MountOptions& o, const std::string& mount_point, const std::func
   cfg.file_buffer_limit = std::min(cfg.file_buffer_limit, std::max<size_t>(cfg.buffer_size / 4, 1 << 20));
   cfg.max_uploads = o.max_uploads;
   cfg.compact_threshold = o.compact_threshold;
+  cfg.max_readahead = o.max_readahead_mib << 20;
   cfg.mount_point = mount_point;
   vfs::Vfs vfs(vol->meta.get(), &chunks, cfg);
   Status st = vfs.Start();

@@ -45,6 +45,7 @@ struct MountOptions {
   std::string cache_eviction = "lru";
   uint64_t mem_cache_mib = 256;
   uint32_t compact_threshold = 64;
+  uint64_t max_readahead_mib = 32;
 };
 int Mount(const MountOptions& o);
 

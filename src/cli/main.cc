@@ -52,6 +52,8 @@ int main(int argc, char** argv) {
       ->capture_default_str()->check(CLI::Range(0.0, 0.99));
   mount->add_option("--cache-eviction", mo.cache_eviction, "disk cache eviction: lru or 2-random")->capture_default_str();
   mount->add_option("--mem-cache-size", mo.mem_cache_mib, "memory block cache, MiB (0 disables)")->capture_default_str();
+  mount->add_option("--max-readahead", mo.max_readahead_mib, "read-ahead window for sequential reads, MiB (0 = off)")
+      ->capture_default_str();
   mount->add_option("--compact-threshold", mo.compact_threshold, "compact a chunk in the background once it has this many slices (0 = never)")
       ->capture_default_str();
   mount->add_flag("--no-allow-other", mo.no_allow_other, "only the mounting user may access the mount");
@@ -94,7 +96,8 @@ int main(int argc, char** argv) {
       ->capture_default_str()->check(CLI::Range(0, 1 << 20));
   bench->add_option("--small-file-size", bo.small_file_size_kib, "size of each small file, KiB")
       ->capture_default_str()->check(CLI::Range(0, 1 << 20));
-  bench->add_option("--small-file-count", bo.small_file_count, "small files per thread (0 skips)")->capture_default_str();
+  bench->add_option("--small-file-count", bo.small_file_count, "small files per thread (0 skips)")
+      ->capture_default_str()->check(CLI::Range(0, 10000000));
   bench->add_option("-p,--threads", bo.threads, "concurrent threads")->capture_default_str()->check(CLI::Range(1, 256));
 
   ObjbenchOptions ob;
@@ -109,7 +112,8 @@ int main(int argc, char** argv) {
       ->capture_default_str()->check(CLI::Range(0, 1 << 20));
   objbench->add_option("--big-object-size", ob.big_object_size_mib, "size of the big object, MiB (0 skips)")
       ->capture_default_str()->check(CLI::Range(0, 1 << 20));
-  objbench->add_option("--small-objects", ob.small_objects, "number of small objects (0 skips)")->capture_default_str();
+  objbench->add_option("--small-objects", ob.small_objects, "number of small objects (0 skips)")
+      ->capture_default_str()->check(CLI::Range(0, 10000000));
   objbench->add_option("-p,--threads", ob.threads, "concurrent threads")->capture_default_str()->check(CLI::Range(1, 256));
 
   try {

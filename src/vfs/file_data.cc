@@ -78,6 +78,19 @@ void DataPath::ScheduleCompaction(meta::Ino ino, uint32_t chunk) {
   });
 }
 
+void DataPath::Prefetch(uint64_t id, uint32_t size, uint32_t index) {
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    if (!prefetching_.insert({id, index}).second) return;
+  }
+  prefetcher_.Submit([this, id, size, index] {
+    Status st = store_->Prefetch(id, size, index);
+    if (!st.ok()) LOG_DEBUG("read-ahead of block {} of slice {}: {}", index, id, st.ToString());
+    std::lock_guard<std::mutex> g(mu_);
+    prefetching_.erase({id, index});
+  });
+}
+
 void DataPath::Charge(int64_t delta) {
   if (delta == 0) return;
   {
@@ -396,6 +409,7 @@ Result<size_t> FileData::Read(uint64_t off, size_t size, char* buf) {
       views.emplace_back(uint32_t(c), *view);
     }
     bool pending = !buffer_.empty() || !frozen_.empty();
+    if (attempt == 0) ReadAheadLocked(off, size, length);
     if (!pending) lk.unlock();  // committed data only: read objects without the lock
     Status st = ReadCommitted(off, size, buf, views);
     if (st.ok()) {
@@ -413,6 +427,39 @@ Result<size_t> FileData::Read(uint64_t off, size_t size, char* buf) {
 void FileData::InvalidateView(uint32_t chunk) {
   std::lock_guard<std::mutex> g(mu_);
   views_.erase(chunk);
+}
+
+void FileData::ReadAheadLocked(uint64_t off, size_t size, uint64_t length) {
+  const uint64_t max = dp_->max_readahead();
+  const uint64_t bs = dp_->block_size();
+  const uint64_t end = off + size;
+  if (max == 0) return;
+  if (off != last_read_end_) {  // a jump: start over
+    last_read_end_ = end;
+    readahead_ = 0;
+    prefetched_end_ = end;
+    return;
+  }
+  last_read_end_ = end;
+  readahead_ = readahead_ == 0 ? bs : std::min(max, readahead_ * 2);
+  uint64_t from = std::max(prefetched_end_, end);
+  uint64_t to = std::min(length, end + readahead_);
+  if (from >= to) return;
+  prefetched_end_ = to;
+  for (uint64_t c = from / kChunkSize; c <= (to - 1) / kChunkSize; ++c) {
+    std::vector<Slice>* view = nullptr;
+    if (!ViewLocked(uint32_t(c), &view).ok()) return;
+    uint64_t base = c * kChunkSize;
+    for (const Slice& s : *view) {
+      if (s.id == 0) continue;
+      uint64_t ps = base + s.pos, pe = ps + s.len;
+      uint64_t rs = std::max(ps, from), re = std::min(pe, to);
+      if (rs >= re) continue;
+      // Blocks of the slice's data that hold [rs, re).
+      uint64_t first = (s.off + (rs - ps)) / bs, last = (s.off + (re - ps) - 1) / bs;
+      for (uint64_t k = first; k <= last; ++k) dp_->Prefetch(s.id, s.size, uint32_t(k));
+    }
+  }
 }
 
 Result<uint64_t> FileData::Lseek(const meta::Context& ctx, uint64_t off, int whence) {

@@ -58,6 +58,12 @@ class DataPath {
   // Queues a chunk for compaction (once, however often it is asked).
   void ScheduleCompaction(meta::Ino ino, uint32_t chunk);
 
+  // Read-ahead: loads a block into the block cache in the background (once
+  // at a time per block).
+  void Prefetch(uint64_t id, uint32_t size, uint32_t index);
+  void set_max_readahead(uint64_t bytes) { max_readahead_ = bytes; }
+  uint64_t max_readahead() const { return max_readahead_; }
+
   // Uploads a block in the background; `done` runs on a worker with the result.
   void Upload(uint64_t id, uint32_t index, std::string_view data, std::function<void(Status)> done);
 
@@ -79,6 +85,9 @@ class DataPath {
   int64_t buffered_ = 0;  // guarded by mu_
   int inflight_ = 0;      // guarded by mu_: uploads submitted, not finished
   uint32_t compact_threshold_ = 0;  // set before use; 0 = never
+  uint64_t max_readahead_ = 0;      // set before use; 0 = off
+  std::set<std::pair<uint64_t, uint32_t>> prefetching_;  // guarded by mu_
+  TaskPool prefetcher_{4};
   std::function<void(meta::Ino, uint32_t)> on_compacted_;
   std::set<std::pair<meta::Ino, uint32_t>> compact_queued_;  // guarded by mu_
   TaskPool compactor_{1};  // last two: their workers finish before the rest goes
@@ -142,6 +151,8 @@ class FileData {
   Status ReadCommitted(uint64_t off, size_t size, char* buf,
                        const std::vector<std::pair<uint32_t, std::vector<chunk::Slice>>>& views);
   void OverlayLocked(uint64_t off, size_t size, char* buf);
+  // Sequential readers: prefetch the blocks after [off, off+size).
+  void ReadAheadLocked(uint64_t off, size_t size, uint64_t length);
 
   DataPath* const dp_;
   const meta::Ino ino_;
@@ -152,6 +163,9 @@ class FileData {
   std::vector<std::shared_ptr<FrozenSlice>> frozen_;    // guarded by mu_: creation order
   meta::Timespec last_write_;                           // guarded by mu_
   std::unordered_map<uint32_t, std::vector<chunk::Slice>> views_;  // guarded by mu_
+  uint64_t last_read_end_ = 0;   // guarded by mu_: where the previous read ended
+  uint64_t readahead_ = 0;       // guarded by mu_: current window (grows while sequential)
+  uint64_t prefetched_end_ = 0;  // guarded by mu_: read-ahead issued up to here
 };
 
 }  // namespace tessera::vfs

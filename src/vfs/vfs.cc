@@ -21,6 +21,7 @@ Vfs::Vfs(meta::Meta* meta, chunk::ChunkStore* store, Config config)
       config_(std::move(config)),
       data_(std::make_unique<DataPath>(meta, store, config_.buffer_size, config_.file_buffer_limit,
                                        config_.max_uploads)) {
+  data_->set_max_readahead(config_.max_readahead);
   data_->ConfigureCompaction(config_.compact_threshold, [this](Ino ino, uint32_t chunk) {
     if (auto f = FindFile(ino)) f->InvalidateView(chunk);
   });

@@ -40,6 +40,8 @@ struct Config {
   size_t file_buffer_limit = 64u << 20;
   // Concurrent block uploads (--max-uploads).
   size_t max_uploads = 20;
+  // Read-ahead window for sequential readers, bytes (--max-readahead; 0 = off).
+  uint64_t max_readahead = 32ull << 20;
   // A chunk with this many slices is compacted in the background (0 = never).
   uint32_t compact_threshold = 64;
   // Background jobs.
