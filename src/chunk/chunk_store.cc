@@ -179,7 +179,26 @@ Status ChunkStore::ReadSlice(uint64_t id, uint32_t size, uint32_t off, uint32_t 
 Status ChunkStore::ReadBlock(uint64_t id, uint32_t index, uint32_t block_len, uint32_t off, uint32_t n,
                              char* buf) {
   const std::string key = BlockKey(id, index, block_len);
-  if (whole_blocks_) {
+  if (whole_blocks_ && n < block_len && config_.compression == Compression::kNone) {
+    // A partial read: from a cache if the block is there, else just the
+    // range from the store (a random 4 KiB read must not wait for 4 MiB),
+    // leaving the whole block to the background prefetcher.
+    BlockRef block = mem_ ? mem_->Get(key) : nullptr;
+    if (block) counters_.mem_hits.fetch_add(1, std::memory_order_relaxed);
+    if (!block && disk_) {
+      block = disk_->Get(key, block_len);
+      if (block) {
+        counters_.disk_hits.fetch_add(1, std::memory_order_relaxed);
+        if (mem_) mem_->Put(key, block);
+      }
+    }
+    if (block) {
+      std::memcpy(buf, block->data() + off, n);
+      return Status::OK();
+    }
+    if (mem_) counters_.mem_misses.fetch_add(1, std::memory_order_relaxed);
+    if (partial_miss_hook_) partial_miss_hook_(id, index, block_len);
+  } else if (whole_blocks_) {
     ASSIGN_OR_RETURN(BlockRef block, GetBlock(key, block_len));
     std::memcpy(buf, block->data() + off, n);
     return Status::OK();
@@ -326,10 +345,8 @@ void ChunkStore::WaitForCacheWrites() {
   if (disk_) disk_->Drain();
 }
 
-Status ChunkStore::Prefetch(uint64_t id, uint32_t size, uint32_t index) {
-  if (!mem_) return Status::OK();
-  uint32_t len = BlockLen(size, config_.block_size, index);
-  if (len == 0) return Status::OK();
+Status ChunkStore::Prefetch(uint64_t id, uint32_t index, uint32_t len) {
+  if (!mem_ || len == 0) return Status::OK();
   auto block = GetBlock(BlockKey(id, index, len), len);
   return block.ok() ? Status::OK() : block.status();
 }

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -131,9 +132,16 @@ class ChunkStore {
   // off+len <= size. Id 0 (a hole) reads as zeros. A missing, short or
   // undecodable block is EIO: the slice was committed, so its data is lost.
   Status ReadSlice(uint64_t id, uint32_t size, uint32_t off, uint32_t len, char* buf);
-  // Read-ahead: loads block `index` of slice (id, size) into the caches
-  // (shared with any concurrent read of it). A no-op without a memory cache.
-  Status Prefetch(uint64_t id, uint32_t size, uint32_t index);
+  // Read-ahead: loads block `index` (block_len bytes) of slice id into the
+  // caches (shared with any concurrent read of it). A no-op without a
+  // memory cache.
+  Status Prefetch(uint64_t id, uint32_t index, uint32_t block_len);
+  // Called (if set, before any read) when a partial read of an uncompressed
+  // block missed the caches and read just its range from the store: the
+  // owner may load the whole block in the background (--prefetch).
+  void set_partial_miss_hook(std::function<void(uint64_t id, uint32_t index, uint32_t block_len)> hook) {
+    partial_miss_hook_ = std::move(hook);
+  }
   // Uploads block `index` of slice id (its length is data.size(): the slice's
   // block size except for a slice's last block), compressing it and putting
   // it in the memory cache. For writers that manage their own block buffers.
@@ -181,6 +189,7 @@ class ChunkStore {
   const std::unique_ptr<MemBlockCache> mem_;    // null when off
   const std::unique_ptr<DiskBlockCache> disk_;  // null when off
   const bool whole_blocks_;  // fetch whole blocks: a cache or compression is on
+  std::function<void(uint64_t, uint32_t, uint32_t)> partial_miss_hook_;  // set before use
 
   std::mutex flights_mu_;
   std::unordered_map<std::string, std::shared_ptr<Flight>> flights_;  // guarded by flights_mu_

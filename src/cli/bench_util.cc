@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <cstring>
+#include <random>
 #include <thread>
 
 #include <fmt/format.h>
@@ -130,6 +132,16 @@ std::string FormatDuration(double seconds) {
   if (seconds >= 1) return fmt::format("{:.2f} s", seconds);
   if (seconds >= 1e-3) return fmt::format("{:.2f} ms", seconds * 1e3);
   return fmt::format("{:.1f} us", seconds * 1e6);
+}
+
+std::string RandomBytes(size_t n) {
+  std::mt19937_64 rng{std::random_device{}()};
+  std::string out(n, '\0');
+  for (size_t i = 0; i < n; i += sizeof(uint64_t)) {
+    const uint64_t v = rng();
+    std::memcpy(out.data() + i, &v, std::min(sizeof(v), n - i));
+  }
+  return out;
 }
 
 }  // namespace tessera::cli

@@ -89,4 +89,7 @@ class Phase {
 // "1.2 s", "34.56 ms" or "789.0 us".
 std::string FormatDuration(double seconds);
 
+// n incompressible bytes, so that compression cannot flatter a benchmark.
+std::string RandomBytes(size_t n);
+
 }  // namespace tessera::cli

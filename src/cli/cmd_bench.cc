@@ -17,11 +17,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <random>
+#include <functional>
 
 #include <fmt/format.h>
 
@@ -34,17 +35,6 @@ namespace tessera::cli {
 namespace {
 
 Status Errno(const std::string& what) { return Status::Err(errno, what); }
-
-// Incompressible bytes for the writers.
-std::string RandomBytes(size_t n) {
-  std::mt19937_64 rng{std::random_device{}()};
-  std::string out(n, '\0');
-  for (size_t i = 0; i < n; i += sizeof(uint64_t)) {
-    uint64_t v = rng();
-    std::memcpy(out.data() + i, &v, std::min(sizeof(v), n - i));
-  }
-  return out;
-}
 
 // Creates (or truncates) path, writes size bytes to it in calls of at most
 // data.size() bytes and closes it. With count_calls each call is one

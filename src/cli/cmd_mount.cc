@@ -88,6 +88,7 @@ int Serve(const MountOptions& o, const std::string& mount_point, const std::func
   cfg.max_uploads = o.max_uploads;
   cfg.compact_threshold = o.compact_threshold;
   cfg.max_readahead = o.max_readahead_mib << 20;
+  cfg.prefetch = o.prefetch > 0;
   cfg.mount_point = mount_point;
   vfs::Vfs vfs(vol->meta.get(), &chunks, cfg);
   Status st = vfs.Start();

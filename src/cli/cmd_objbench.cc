@@ -11,6 +11,7 @@
 // that could hold credentials.
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <filesystem>
@@ -38,14 +39,6 @@ using object::ObjectStore;
 std::string RandomHex() {
   std::random_device rd;
   return fmt::format("{:08x}{:08x}", rd(), rd());
-}
-
-// Incompressible bytes for the objects put by the performance phases.
-std::string RandomBytes(size_t n) {
-  std::mt19937_64 rng{std::random_device{}()};
-  std::string out(n, '\0');
-  for (char& c : out) c = char(rng());
-  return out;
 }
 
 // The code of a check that failed because the store answered, but not as

@@ -46,6 +46,7 @@ struct MountOptions {
   uint64_t mem_cache_mib = 256;
   uint32_t compact_threshold = 64;
   uint64_t max_readahead_mib = 32;
+  int prefetch = 1;
 };
 int Mount(const MountOptions& o);
 

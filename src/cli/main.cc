@@ -54,6 +54,8 @@ int main(int argc, char** argv) {
   mount->add_option("--mem-cache-size", mo.mem_cache_mib, "memory block cache, MiB (0 disables)")->capture_default_str();
   mount->add_option("--max-readahead", mo.max_readahead_mib, "read-ahead window for sequential reads, MiB (0 = off)")
       ->capture_default_str();
+  mount->add_option("--prefetch", mo.prefetch, "load the whole block in the background after a partial read (0 = off)")
+      ->capture_default_str();
   mount->add_option("--compact-threshold", mo.compact_threshold, "compact a chunk in the background once it has this many slices (0 = never)")
       ->capture_default_str();
   mount->add_flag("--no-allow-other", mo.no_allow_other, "only the mounting user may access the mount");

@@ -31,7 +31,11 @@ DataPath::DataPath(meta::Meta* meta, chunk::ChunkStore* store, size_t buffer_lim
       file_buffer_limit_(file_buffer_limit),
       pool_(max_uploads) {}
 
-DataPath::~DataPath() = default;
+DataPath::~DataPath() { store_->set_partial_miss_hook(nullptr); }
+
+void DataPath::EnableBlockPrefetch() {
+  store_->set_partial_miss_hook([this](uint64_t id, uint32_t index, uint32_t len) { Prefetch(id, index, len); });
+}
 
 void DataPath::Upload(uint64_t id, uint32_t index, std::string_view data, std::function<void(Status)> done) {
   {
@@ -78,13 +82,13 @@ void DataPath::ScheduleCompaction(meta::Ino ino, uint32_t chunk) {
   });
 }
 
-void DataPath::Prefetch(uint64_t id, uint32_t size, uint32_t index) {
+void DataPath::Prefetch(uint64_t id, uint32_t index, uint32_t block_len) {
   {
     std::lock_guard<std::mutex> g(mu_);
     if (!prefetching_.insert({id, index}).second) return;
   }
-  prefetcher_.Submit([this, id, size, index] {
-    Status st = store_->Prefetch(id, size, index);
+  prefetcher_.Submit([this, id, index, block_len] {
+    Status st = store_->Prefetch(id, index, block_len);
     if (!st.ok()) LOG_DEBUG("read-ahead of block {} of slice {}: {}", index, id, st.ToString());
     std::lock_guard<std::mutex> g(mu_);
     prefetching_.erase({id, index});
@@ -457,7 +461,8 @@ void FileData::ReadAheadLocked(uint64_t off, size_t size, uint64_t length) {
       if (rs >= re) continue;
       // Blocks of the slice's data that hold [rs, re).
       uint64_t first = (s.off + (rs - ps)) / bs, last = (s.off + (re - ps) - 1) / bs;
-      for (uint64_t k = first; k <= last; ++k) dp_->Prefetch(s.id, s.size, uint32_t(k));
+      for (uint64_t k = first; k <= last; ++k)
+        dp_->Prefetch(s.id, uint32_t(k), chunk::BlockLen(s.size, uint32_t(bs), uint32_t(k)));
     }
   }
 }

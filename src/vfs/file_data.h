@@ -60,7 +60,10 @@ class DataPath {
 
   // Read-ahead: loads a block into the block cache in the background (once
   // at a time per block).
-  void Prefetch(uint64_t id, uint32_t size, uint32_t index);
+  void Prefetch(uint64_t id, uint32_t index, uint32_t block_len);
+  // --prefetch: a partial read that missed the caches loads its whole block
+  // in the background.
+  void EnableBlockPrefetch();
   void set_max_readahead(uint64_t bytes) { max_readahead_ = bytes; }
   uint64_t max_readahead() const { return max_readahead_; }
 

@@ -22,6 +22,7 @@ Vfs::Vfs(meta::Meta* meta, chunk::ChunkStore* store, Config config)
       data_(std::make_unique<DataPath>(meta, store, config_.buffer_size, config_.file_buffer_limit,
                                        config_.max_uploads)) {
   data_->set_max_readahead(config_.max_readahead);
+  if (config_.prefetch) data_->EnableBlockPrefetch();
   data_->ConfigureCompaction(config_.compact_threshold, [this](Ino ino, uint32_t chunk) {
     if (auto f = FindFile(ino)) f->InvalidateView(chunk);
   });

@@ -40,6 +40,9 @@ struct Config {
   size_t file_buffer_limit = 64u << 20;
   // Concurrent block uploads (--max-uploads).
   size_t max_uploads = 20;
+  // A random partial read of a block loads the whole block in the
+  // background (--prefetch).
+  bool prefetch = true;
   // Read-ahead window for sequential readers, bytes (--max-readahead; 0 = off).
   uint64_t max_readahead = 32ull << 20;
   // A chunk with this many slices is compacted in the background (0 = never).
