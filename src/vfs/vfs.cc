@@ -259,8 +259,9 @@ Status Vfs::Create(const Context& ctx, Ino parent, const std::string& name, uint
     return Status::OK();
   }
   RETURN_IF_ERROR(st);
-  // The creator may open the new file whatever its mode says.
-  RETURN_IF_ERROR(meta_->Open(Context::Root(), *ino, flags & ~O_TRUNC, attr));
+  // The creator may open the new file whatever its mode says: no permission
+  // check, just count the open (Release's Close drops it).
+  meta_->AddRef(*ino);
   auto h = std::make_unique<Handle>();
   h->ino = *ino;
   h->flags = flags;
