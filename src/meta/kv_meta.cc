@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <map>
+#include <unordered_set>
 
 #include <fmt/format.h>
 
@@ -105,33 +107,31 @@ Status QueueSlicesTx(kv::Txn& tx, std::string_view chunk_value) {
   return Status::OK();
 }
 
-// Appends a slice to a chunk's list, then drops the slices the new one hides
-// completely (queueing their objects for deletion), so overwritten data does
-// not linger until compaction.
-Status AppendSliceTx(kv::Txn& tx, const std::string& key, std::string value, const Slice& slice,
-                     uint32_t* count = nullptr) {
-  chunk::AppendSlice(&value, slice);
+// Appends slices to a chunk's list, then drops the older slices the list now
+// hides completely (queueing their objects for deletion), so overwritten
+// data does not linger until compaction. O(n log n) in the list length.
+Status AppendSlicesTx(kv::Txn& tx, const std::string& key, std::string value, const std::vector<Slice>& added,
+                      uint32_t* count = nullptr) {
+  const size_t old_count = value.size() / chunk::kSliceRecordSize;
+  for (const Slice& s : added) chunk::AppendSlice(&value, s);
   std::vector<Slice> slices = chunk::DecodeSlices(value);
-  if (slices.size() > 1) {
-    std::vector<Slice> view = chunk::BuildView(slices);
-    auto visible = [&](const Slice& s) {
-      for (const Slice& v : view)
-        if (v.id == s.id && v.pos >= s.pos && v.pos < s.pos + s.len) return true;
-      return false;
-    };
+  if (old_count > 0) {
+    // Slice ids are unique within a chunk, so a slice is visible iff its id
+    // is in the view. Holes (id 0) are kept: they are few and cheap.
+    std::unordered_set<uint64_t> visible;
+    for (const Slice& v : chunk::BuildView(slices)) visible.insert(v.id);
     std::string kept;
-    for (size_t i = 0; i + 1 < slices.size(); ++i) {
+    bool dropped = false;
+    for (size_t i = 0; i < slices.size(); ++i) {
       const Slice& s = slices[i];
-      if (visible(s)) {
+      if (i >= old_count || s.id == 0 || visible.count(s.id)) {
         chunk::AppendSlice(&kept, s);
-      } else if (s.id != 0) {
+      } else {
+        dropped = true;
         RETURN_IF_ERROR(tx.Put(SliceGcKey(s.id, s.size), ""));
       }
     }
-    if (kept.size() + chunk::kSliceRecordSize < value.size()) {
-      chunk::AppendSlice(&kept, slice);
-      value = std::move(kept);
-    }
+    if (dropped) value = std::move(kept);
   }
   if (count) *count = uint32_t(value.size() / chunk::kSliceRecordSize);
   return tx.Put(key, value);
@@ -540,7 +540,7 @@ Status KvMeta::AppendHoleTx(kv::Txn& tx, Ino ino, uint64_t off, uint64_t end) {
     std::string key = ChunkKey(ino, idx);
     auto v = tx.Get(key);
     if (v.ok()) {  // nothing to hide where nothing was ever written
-      RETURN_IF_ERROR(AppendSliceTx(tx, key, std::move(*v), Slice{pos, 0, len, 0, len}));
+      RETURN_IF_ERROR(AppendSlicesTx(tx, key, std::move(*v), {Slice{pos, 0, len, 0, len}}));
     } else if (!v.status().not_found()) {
       return v.status();
     }
@@ -1023,16 +1023,21 @@ Status KvMeta::WriteSlices(const Context& ctx, Ino ino, const std::vector<SliceW
       RETURN_IF_ERROR(IncrTx(tx, kUsedSpace, delta));
       attr.length = end;
     }
-    if (slice_counts) slice_counts->clear();
-    for (const auto& w : slices) {
-      std::string key = ChunkKey(ino, w.chunk_index);
+    // One read-modify-write per chunk, however many slices it gets.
+    std::map<uint32_t, std::vector<Slice>> by_chunk;  // keeps each chunk's order
+    for (const auto& w : slices) by_chunk[w.chunk_index].push_back(w.slice);
+    std::map<uint32_t, uint32_t> counts;
+    for (const auto& [index, added] : by_chunk) {
+      std::string key = ChunkKey(ino, index);
       auto v = tx.Get(key);
       std::string value;
       if (v.ok()) value = std::move(*v);
       else if (!v.status().not_found()) return v.status();
-      uint32_t count = 0;
-      RETURN_IF_ERROR(AppendSliceTx(tx, key, std::move(value), w.slice, &count));
-      if (slice_counts) slice_counts->push_back(count);
+      RETURN_IF_ERROR(AppendSlicesTx(tx, key, std::move(value), added, &counts[index]));
+    }
+    if (slice_counts) {
+      slice_counts->clear();
+      for (const auto& w : slices) slice_counts->push_back(counts[w.chunk_index]);
     }
     attr.mtime = attr.ctime = mtime;
     RETURN_IF_ERROR(PutAttrTx(tx, ino, attr));
