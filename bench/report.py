@@ -1,0 +1,456 @@
+#!/usr/bin/env python3
+"""Turn the raw results of bench/run_all.sh into a markdown report.
+
+usage: report.py RESULTS_DIR > report.md
+
+RESULTS_DIR holds run.env (KEY=VALUE lines), fio/<job>.<target>.json with
+fio/<job>.<target>.info (rc, daemon CPU seconds, wall seconds, load), and
+md/<variant>.<target>.txt (mdbench output).
+"""
+import glob
+import json
+import math
+import os
+import re
+import sys
+
+TARGETS = ["local", "passthrough", "tessera"]
+LABEL = {"local": "local dir", "passthrough": "passthrough_ll", "tessera": "Tessera"}
+
+# fio jobs in report order: name -> (description, metric)
+FIO_ROWS = [
+    ("seqread-pass1", "seq read 1 MiB, direct, 1 job, first pass", "MiB/s"),
+    ("seqread-1j", "seq read 1 MiB, direct, 1 job", "MiB/s"),
+    ("seqread-2j", "seq read 1 MiB, direct, 2 jobs, one file", "MiB/s"),
+    ("randread-qd1", "rand read 4 KiB, libaio direct, iodepth 1", "IOPS"),
+    ("randread-qd8", "rand read 4 KiB, libaio direct, iodepth 8", "IOPS"),
+    ("randread-qd32", "rand read 4 KiB, libaio direct, iodepth 32", "IOPS"),
+    ("seqwrite-1j", "seq write 1 MiB, direct, 1 job (+fsync)", "MiB/s"),
+    ("seqwrite-2j", "seq write 1 MiB, direct, 2 jobs, own files (+fsync)", "MiB/s"),
+    ("randwrite-1j", "rand write 4 KiB, libaio direct, qd 1, 1 job (+fsync)", "IOPS"),
+    ("randwrite-2j", "rand write 4 KiB, libaio direct, qd 1, 2 jobs, own files (+fsync)", "IOPS"),
+]
+
+def fio_category(job):
+    if job == "seqread-pass1":
+        return None
+    return {"seqread": "sequential read 1 MiB", "randread": "random read 4 KiB",
+            "seqwrite": "sequential write 1 MiB", "randwrite": "random write 4 KiB"}[job.split("-")[0]]
+
+
+def md_category(phase):
+    if phase in ("dir_stat", "file_stat"):
+        return "metadata: stat"
+    if phase == "file_read":
+        return "metadata: small-file open+read+close"
+    return "metadata: create / remove"
+
+
+CATEGORIES = ["sequential read 1 MiB", "random read 4 KiB", "sequential write 1 MiB",
+              "random write 4 KiB", "metadata: create / remove", "metadata: stat",
+              "metadata: small-file open+read+close"]
+
+MD_PHASES = [
+    ("dir_create", "Directory creation"),
+    ("dir_stat", "Directory stat"),
+    ("dir_remove", "Directory removal"),
+    ("file_create", "File creation"),
+    ("file_stat", "File stat"),
+    ("file_read", "File read"),
+    ("file_remove", "File removal"),
+    ("tree_create", "Tree creation"),
+    ("tree_remove", "Tree removal"),
+]
+
+# Published figures (/work/shared/reference), for context only: other machines,
+# networks and metadata engines.
+JUICEFS_MDTEST = {  # mdtest -b 6 -I 8 -z 4, 1 task, c5.large client, Redis + S3
+    "dir_create": 1416.6, "dir_stat": 3810.1, "dir_remove": 1115.1,
+    "file_create": 1410.3, "file_stat": 5023.2, "file_read": 3487.9,
+    "file_remove": 1163.4, "tree_create": 1503.0, "tree_remove": 1119.8,
+}
+CUBEFS_1P = {"dir_create": 770, "dir_remove": 854, "file_create": 706,
+             "file_remove": 1220, "tree_create": 734, "tree_remove": 553}
+CUBEFS_4P = {"dir_create": 3630, "dir_remove": 4012, "file_create": 3306,
+             "file_remove": 4606, "tree_create": 379, "tree_remove": 83}
+
+
+def read_env(path):
+    env = {}
+    if os.path.exists(path):
+        for line in open(path):
+            if "=" in line:
+                k, v = line.rstrip("\n").split("=", 1)
+                env[k] = v
+    return env
+
+
+def read_info(path):
+    info = {}
+    if os.path.exists(path):
+        for word in open(path).read().split():
+            if "=" in word:
+                k, v = word.split("=", 1)
+                info[k] = v
+    return info
+
+
+def load_fio(res, job, target):
+    """Summary of one fio run, or None if it is missing or failed."""
+    path = os.path.join(res, "fio", f"{job}.{target}.json")
+    info = read_info(os.path.join(res, "fio", f"{job}.{target}.info"))
+    try:
+        text = open(path).read()
+        data = json.loads(text[text.index("{"):])   # fio may print notes before the JSON
+    except (OSError, ValueError):
+        return None
+    if info.get("rc", "0") != "0" or not data.get("jobs"):
+        return None
+    j = data["jobs"][0]                      # group_reporting=1: one aggregate
+    if j.get("error"):
+        return None
+    d = j["read"] if j["read"]["io_bytes"] > 0 else j["write"]
+    pct = d["clat_ns"].get("percentile", {})
+    wall = float(info.get("wall_s", 0) or 0)
+    cpu = float(info.get("daemon_cpu_s", 0) or 0)
+    return {
+        "MiB/s": d["bw_bytes"] / 2**20,
+        "IOPS": d["iops"],
+        "lat_us": d["lat_ns"]["mean"] / 1e3,
+        "p99_us": pct.get("99.000000", 0) / 1e3,
+        "max_ms": d["clat_ns"]["max"] / 1e6,
+        "runtime_s": d["runtime"] / 1e3,
+        "wall_s": wall,
+        "cores": cpu / wall if wall > 0 else None,
+        "load": info.get("loadavg", "?"),
+    }
+
+
+def load_md(res, variant, target):
+    path = os.path.join(res, "md", f"{variant}.{target}.txt")
+    if not os.path.exists(path):
+        return None, None
+    config, rates = None, {}
+    for line in open(path):
+        fields = dict(w.split("=", 1) for w in line.split()[1:] if "=" in w)
+        if line.startswith("config "):
+            config = fields
+        elif line.startswith("result "):
+            rates[fields["phase"]] = float(fields["ops_per_sec"])
+    if config is None or config.get("errors", "0") != "0":
+        return config, None
+    return config, rates
+
+
+def fmt(x, digits=None):
+    if x is None:
+        return "—"
+    if digits is None:
+        digits = 0 if abs(x) >= 100 else 1 if abs(x) >= 10 else 2
+    return f"{x:,.{digits}f}"
+
+
+def ratio(a, b):
+    if a is None or b is None or b == 0:
+        return None
+    return a / b
+
+
+def fmt_ratio(r):
+    return "—" if r is None else f"{r:.2f}×"
+
+
+def geomean(xs):
+    xs = [x for x in xs if x]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    res = sys.argv[1]
+    env = read_env(os.path.join(res, "run.env"))
+    targets = env.get("targets", " ".join(TARGETS)).split()
+    quick = env.get("quick") == "1"
+    out = []
+    p = out.append
+
+    p("# Tessera benchmark: local directory vs passthrough_ll vs Tessera")
+    p("")
+    p(f"Generated by `bench/run_all.sh{' --quick' if quick else ''}` on {env.get('date', '?')}. "
+      "Ratios are Tessera ÷ other target; above 1× means Tessera is faster (higher is better "
+      "for every figure in the ratio columns).")
+    if quick:
+        p("")
+        p("**Quick (smoke) run: tiny sizes and 1-second jobs; the figures only show that "
+          "everything works, not how fast it is.**")
+    p("")
+    p("## Machine")
+    p("")
+    p("| | |")
+    p("|---|---|")
+    for key, label in [("nproc", "CPUs (nproc)"), ("cpu_model", "CPU model"), ("hypervisor", "hypervisor"),
+                       ("mem_total", "memory"), ("kernel", "kernel"), ("os", "OS"), ("date", "date"),
+                       ("workdir_fs", "file system under all targets"), ("fio", "fio"),
+                       ("libfuse", "libfuse (passthrough_ll)"), ("gcc", "compiler"),
+                       ("tessera_binary", "Tessera binary"), ("tessera_head", "repository HEAD"),
+                       ("tessera_dirty_files", "uncommitted files in the tree"),
+                       ("loadavg_start", "load average at start"), ("loadavg_end", "load average at end"),
+                       ("elapsed_s", "suite wall time, s")]:
+        if env.get(key, "") != "":
+            p(f"| {label} | {env[key]} |")
+    p("")
+    p("The machine is shared with builds and tests of other engineers, so every figure is noisy "
+      "(the load average column in the raw data shows how busy it was); differences under ~20% "
+      "are not meaningful. Each fio job runs on all three targets back to back before the next "
+      "job starts, so slow changes in background load affect the targets alike.")
+    p("")
+    p("## Setup")
+    p("")
+    p("- **local dir**: a directory on the file system above.")
+    pristine = env.get("pristine_passthrough") == "1"
+    p("- **passthrough_ll**: libfuse's low-level passthrough example, compiled at bench time "
+      "(`gcc -O2`), mounted with `-o source=DIR` and its defaults: multi-threaded, `cache=auto` "
+      "(1 s entry/attr timeout, page cache dropped on open), no writeback cache. "
+      + ("Compiled unchanged (`--pristine-passthrough`): its O_DIRECT writes fail with EINVAL."
+         if pristine else
+         "One change: O_DIRECT is dropped from the daemon's own `open()`/`openat()` of the "
+         "underlying file (two flag masks, patched by `sed` at bench time). Unpatched, every "
+         "O_DIRECT write fails with EINVAL because libfuse's request buffer is not aligned for "
+         "O_DIRECT; fuse-overlayfs made the same change (PR #168). The kernel still sends O_DIRECT "
+         "I/O to the daemon uncached."))
+    p("- **Tessera**: `tessera format sqlite3://…/meta.db benchvol --bucket DIR "
+      f"{env.get('format_opts', '')}` (SQLite metadata, local-directory bucket, 4 MiB blocks unless "
+      f"changed) and `tessera mount … -d {env.get('mount_opts', '')}`: 1 s entry/attr timeouts, no "
+      "writeback cache, same as passthrough_ll.")
+    p(f"- fio: data file {env.get('size', '?')} (written once, then read by all read jobs), "
+      f"time-based jobs {env.get('runtime', '?')} s, seq-write jobs write {env.get('size', '?')} each, "
+      f"rand-write jobs use a {env.get('rw_size', '?')} file each; job files in `bench/fio/`.")
+    p("")
+
+    head, out = out, []          # the headline goes between the setup and the tables
+    p = out.append
+    extra = []
+    if "tessera" in targets and "passthrough" in targets:
+        extra.append(("passthrough", "Tessera / passthrough_ll"))
+    if "tessera" in targets and "local" in targets:
+        extra.append(("local", "Tessera / local"))
+    cat_ratios = {c: {"passthrough": [], "local": []} for c in CATEGORIES}
+
+    # ------------------------------------------------------------------ fio
+    fio = {(job, t): load_fio(res, job, t) for job, _, _ in FIO_ROWS for t in targets}
+    have_fio = bool(glob.glob(os.path.join(res, "fio", "*.json")))
+    if have_fio:
+        fio_section(p, fio, targets, extra, cat_ratios)
+    have_md = bool(glob.glob(os.path.join(res, "md", "*.txt")))
+    if have_md:
+        md_section(p, res, env, targets, extra, cat_ratios)
+    body, out = out, head
+    p = out.append
+
+    # ------------------------------------------------------------ headline
+    if extra:
+        p("## Headline: Tessera as a multiple of the others (geometric means)")
+        p("")
+        p("Higher is better; 1× = as fast. Each category averages the rows of the tables below.")
+        p("")
+        p("| category | " + " | ".join(label for _, label in extra) + " | rows | range vs passthrough_ll |")
+        p("|---|" + "---:|" * len(extra) + "---:|---|")
+        for c in CATEGORIES:
+            xs = cat_ratios[c]
+            if not any(xs.values()):
+                continue
+            cells = [fmt_ratio(geomean(xs[base])) for base, _ in extra]
+            ref = xs["passthrough"] or xs["local"]
+            rng = f"{min(ref):.2f}× – {max(ref):.2f}×" if ref else "—"
+            p(f"| {c} | " + " | ".join(cells) + f" | {len(ref)} | {rng} |")
+        p("")
+    out.extend(body)
+    settle = float(env.get("md_settle", "0") or 0)
+    pristine = env.get("pristine_passthrough") == "1"
+    emit_notes(p, env, settle, pristine)
+    print("\n".join(out))
+
+
+def fio_section(p, fio, targets, extra, cat_ratios):
+    p("## fio")
+    p("")
+    hdr = "| job | unit | " + " | ".join(LABEL[t] for t in targets)
+    sep = "|---|---|" + "---:|" * len(targets)
+    for _, label in extra:
+        hdr += f" | {label}"
+        sep += "---:|"
+    p(hdr + " |")
+    p(sep)
+    for job, desc, unit in FIO_ROWS:
+        row = f"| {desc} | {unit} | "
+        row += " | ".join(fmt(fio[job, t][unit] if fio[job, t] else None) for t in targets)
+        for base, _ in extra:
+            r = ratio(fio[job, "tessera"] and fio[job, "tessera"][unit],
+                      fio[job, base] and fio[job, base][unit])
+            row += f" | {fmt_ratio(r)}"
+            if r and fio_category(job):
+                cat_ratios[fio_category(job)][base].append(r)
+        p(row + " |")
+    p("")
+    p("Latency per job: mean completion latency / 99th percentile / maximum "
+      "(µs, µs, ms), and the FUSE daemon's CPU use over the job in cores (user+system time ÷ wall time).")
+    p("")
+    hdr = "| job | " + " | ".join(f"{LABEL[t]} mean / p99 / max" for t in targets)
+    sep = "|---|" + "---:|" * len(targets)
+    fuse_targets = [t for t in targets if t != "local"]
+    for t in fuse_targets:
+        hdr += f" | {LABEL[t]} CPU"
+        sep += "---:|"
+    p(hdr + " |")
+    p(sep)
+    for job, desc, unit in FIO_ROWS:
+        cells = []
+        for t in targets:
+            f = fio[job, t]
+            cells.append("—" if not f else f"{fmt(f['lat_us'])} / {fmt(f['p99_us'])} / {fmt(f['max_ms'])}")
+        for t in fuse_targets:
+            f = fio[job, t]
+            cells.append("—" if not f or f["cores"] is None else f"{f['cores']:.2f}")
+        p(f"| {desc} | " + " | ".join(cells) + " |")
+    p("")
+    missing = [f"{job} on {t}" for (job, t), f in fio.items() if f is None]
+    if missing:
+        p(f"Missing or failed fio runs: {', '.join(missing)} (see the fio logs).")
+        p("")
+
+
+
+def md_section(p, res, env, targets, extra, cat_ratios):
+    p("## Metadata (mdbench, mdtest-shaped)")
+    p("")
+    p("`bench/mdbench.c` does what `mdtest` does without MPI: P forked processes, each in its own "
+      "tree `DIR/p<k>` (like `mdtest -u`), phases separated by barriers, rate = all operations ÷ "
+      "wall time of the phase. Directory phases create/stat/remove I directories in every tree "
+      "node, file phases create (open+write+close) / stat / read (open+read+close) / remove I "
+      f"files per node ({env.get('md_bytes', '?')} bytes each; mdtest's default is 0), tree phases "
+      "make and remove the nodes themselves. ops/s; higher is better.")
+    p("")
+    settle = float(env.get("md_settle", "0") or 0)
+    if settle > 0:
+        p(f"Before each stat and read phase mdbench pauses {settle:g} s (untimed, `-S`), longer than the "
+          "FUSE mounts' 1 s kernel entry/attribute timeouts, so those phases measure each file "
+          "system's lookups rather than how much of the kernel cache a target's creation speed left "
+          "warm (mdtest runs the phases back to back; `--md-settle 0` does the same).")
+    else:
+        p("The phases run back to back, as in mdtest: on the FUSE mounts the kernel still caches "
+          "entries and attributes created less than 1 s before a stat, so a target that creates "
+          "faster gets more stats answered from the kernel cache.")
+    p("")
+    variants = sorted({os.path.basename(f).split(".")[0] for f in glob.glob(os.path.join(res, "md", "*.txt"))},
+                      key=lambda v: (not v.startswith("tree"), int(re.sub(r"\D", "", v.split("-")[1]) or 0)))
+    for v in variants:
+        loaded = {t: load_md(res, v, t) for t in targets}
+        cfg = next((c for c, _ in loaded.values() if c), None)
+        if cfg:
+            nodes, items, procs = int(cfg["nodes_per_proc"]), int(cfg["items_per_node"]), int(cfg["procs"])
+            if int(cfg["depth"]) > 0:
+                shape = (f"tree, branching {cfg['branch']}, depth {cfg['depth']} ({nodes} nodes), "
+                         f"{items} items per node")
+            else:
+                shape = f"flat: one directory with {items} items"
+            title = (f"### {v}: {procs} process{'es' if procs > 1 else ''}, {shape} — "
+                     f"{nodes * items * procs:,} files and {nodes * items * procs:,} directories in all")
+        else:
+            title, procs, cfg = f"### {v}", 1, {}
+        p(title)
+        p("")
+        ref, ref_label = None, None
+        if cfg.get("branch") == "6" and cfg.get("depth") == "4" and cfg.get("items_per_node") == "8" and procs == 1:
+            ref, ref_label = JUICEFS_MDTEST, "JuiceFS ref¹"
+        elif cfg.get("depth") == "0" and procs == 1:
+            ref, ref_label = CUBEFS_1P, "CubeFS ref² (1 proc)"
+        elif cfg.get("depth") == "0" and procs == 4:
+            ref, ref_label = CUBEFS_4P, "CubeFS ref² (4 procs)"
+        hdr = "| phase | " + " | ".join(LABEL[t] for t in targets)
+        sep = "|---|" + "---:|" * len(targets)
+        for _, label in extra:
+            hdr += f" | {label}"
+            sep += "---:|"
+        if ref:
+            hdr += f" | {ref_label}"
+            sep += "---:|"
+        p(hdr + " |")
+        p(sep)
+        for phase, label in MD_PHASES:
+            vals = {t: (loaded[t][1] or {}).get(phase) for t in targets}
+            row = f"| {label} | " + " | ".join(fmt(vals[t]) for t in targets)
+            for base, _ in extra:
+                r = ratio(vals.get("tessera"), vals.get(base))
+                row += f" | {fmt_ratio(r)}"
+                # Tree phases of flat runs are one mkdir/rmdir per process: not a rate worth averaging.
+                if r and not (phase.startswith("tree") and cfg.get("depth") == "0"):
+                    cat_ratios[md_category(phase)][base].append(r)
+            if ref:
+                row += f" | {fmt(ref.get(phase))}"
+            p(row + " |")
+        p("")
+        bad = [t for t in targets if loaded[t][1] is None]
+        if bad:
+            p(f"Failed or missing: {', '.join(LABEL[t] for t in bad)} (see the mdbench logs).")
+            p("")
+    p("¹ `mdtest -b 6 -I 8 -z 4`, one task, AWS c5.large client, Redis metadata on another host, "
+      "S3 data, empty files — a different machine and a networked metadata engine; context only.  ")
+    p("² `mpirun mdtest -n 5000 -u -z 2 -i 3`, 1 client — different hardware and layout; context only.")
+    p("")
+
+
+
+def emit_notes(p, env, settle, pristine):
+    p("## What the numbers do and do not say")
+    p("")
+    if pristine:
+        pt_read = ("*passthrough_ll* passes the O_DIRECT flag on to its own `open()` of the "
+                   "underlying file, so it reads the device too. ")
+        fuse_read = "*Tessera*"
+    else:
+        pt_read = ""
+        fuse_read = "Both FUSE daemons (passthrough_ll, with O_DIRECT dropped on its side, and Tessera)"
+    p("- **Page cache and `direct=1`.** The read file is written once (buffered, then fsync), then "
+      "read in a first pass (shown) and by the measured jobs. With O_DIRECT the kernel never caches "
+      "the data on the FUSE side, and *local dir* reads go to the block device. " + pt_read +
+      fuse_read + " serve the direct reads from files on the local file system with buffered "
+      "I/O (Tessera: its 4 MiB block objects in the bucket directory), and those are in the page "
+      "cache from the moment they were written — so the FUSE targets' read rows are \"data in "
+      "memory\" (as in the JuiceFS reference) while the local dir's are device reads. The device "
+      "is a virtual disk that may itself be cached by the host, which is why local dir still "
+      "reads at GiB/s.")
+    p("- **Tessera's own caches.** Tessera reads whole blocks (4 MiB by default) from the bucket "
+      "and keeps them in a memory block cache (`--mem-cache-size`, 256 MiB by default at the time "
+      f"of writing). When the {env.get('size', '?')} data file is larger than that cache, the random "
+      "reads miss it and each 4 KiB read fetches a whole block: then the rand-read rows measure the "
+      "cache policy, not the data path. `--mount-opts \"--mem-cache-size 2048\"` makes the file "
+      "fit, for a \"data in cache\" comparison like the JuiceFS reference.")
+    p("- **Writes and durability.** All write jobs end with `fsync` (counted in their time). For "
+      "local dir O_DIRECT writes reach the device; passthrough_ll writes into the page cache "
+      + ("" if pristine else "(O_DIRECT dropped) ") +
+      "and its fsync flushes them to the device. Tessera's client "
+      "buffers writes, uploads blocks to the bucket directory without fsync (its file store's "
+      "default) and commits metadata to SQLite in WAL mode with synchronous=NORMAL, so its fsync "
+      "makes data survive a client crash, not a power loss — the write rows are not like-for-like "
+      "in durability.")
+    p("- **Random writes on Tessera** turn every 4 KiB write into a slice; the maximum latency "
+      "column shows how long a single write can stall while the client flushes them.")
+    p("- **Metadata.** Both FUSE targets keep kernel entry/attr caches for 1 s"
+      + (" (expired before the stat/read phases by the pause)" if settle > 0 else
+         ", so stat phases are partly answered by the kernel") +
+      "; the local directory never leaves the kernel. "
+      "`rmdir` on this ext4 (mounted with `discard`) costs milliseconds when the directory is "
+      "freed at once, as for the local dir; passthrough_ll holds an O_PATH fd on every inode the "
+      "kernel knows and only closes it on FORGET, after the `rmdir` has returned, so its "
+      "directory removal beats the local dir's. "
+      "passthrough_ll holds one file descriptor per known inode, which bounds the number of "
+      "items alive at once (fd limit "
+      f"{env.get('nofile', '?')}).")
+    p("- One run, no repetitions: treat single figures with care; rerun `bench/run_all.sh` to "
+      "see the spread.")
+    p("")
+
+
+if __name__ == "__main__":
+    main()
