@@ -400,13 +400,16 @@ Result<int> KvMeta::CleanupDeleted(const SliceDeleter& deleter, int max_items) {
         });
       },
       true));
-  for (Ino ino : inodes) {
-    bool done = false;
-    while (!done) {
-      RETURN_IF_ERROR(engine_->Run([&](kv::Txn& tx) {
+  // Many small files share a transaction; a huge one takes several.
+  constexpr size_t kChunksPerTxn = 256;
+  for (size_t next = 0; next < inodes.size();) {
+    size_t progress = next;
+    RETURN_IF_ERROR(engine_->Run([&](kv::Txn& tx) {
+      size_t i = next, budget = kChunksPerTxn;
+      while (i < inodes.size() && budget > 0) {
         std::vector<std::pair<std::string, std::string>> chunks;
-        std::string prefix = ChunkPrefix(ino);
-        RETURN_IF_ERROR(tx.Scan(prefix, kv::PrefixEnd(prefix), 64, [&](std::string_view k, std::string_view v) {
+        std::string prefix = ChunkPrefix(inodes[i]);
+        RETURN_IF_ERROR(tx.Scan(prefix, kv::PrefixEnd(prefix), budget, [&](std::string_view k, std::string_view v) {
           chunks.emplace_back(k, v);
           return true;
         }));
@@ -414,11 +417,15 @@ Result<int> KvMeta::CleanupDeleted(const SliceDeleter& deleter, int max_items) {
           RETURN_IF_ERROR(QueueSlicesTx(tx, v));
           RETURN_IF_ERROR(tx.Delete(k));
         }
-        done = chunks.size() < 64;
-        if (done) RETURN_IF_ERROR(tx.Delete(DeletedKey(ino)));
-        return Status::OK();
-      }));
-    }
+        if (chunks.size() == budget) break;  // maybe more: this inode continues in the next transaction
+        budget -= chunks.size();
+        RETURN_IF_ERROR(tx.Delete(DeletedKey(inodes[i])));
+        ++i;
+      }
+      progress = i;
+      return Status::OK();
+    }));
+    next = progress;  // unchanged when one huge inode used the whole budget: go on with it
   }
   // 2. Delete the objects of queued slices, then forget them.
   std::vector<std::pair<uint64_t, uint32_t>> slices;
@@ -433,13 +440,26 @@ Result<int> KvMeta::CleanupDeleted(const SliceDeleter& deleter, int max_items) {
         });
       },
       true));
-  int deleted = 0;
+  // Objects first, then one transaction forgets every slice whose objects
+  // are gone (a crash in between only repeats some deletions).
+  std::vector<std::pair<uint64_t, uint32_t>> done;
+  Status failed;
   for (auto [id, size] : slices) {
-    RETURN_IF_ERROR(deleter(id, size));
-    RETURN_IF_ERROR(engine_->Run([&](kv::Txn& tx) { return tx.Delete(SliceGcKey(id, size)); }));
-    ++deleted;
+    Status st = deleter(id, size);
+    if (!st.ok()) {
+      failed = st;
+      break;
+    }
+    done.emplace_back(id, size);
   }
-  return deleted;
+  if (!done.empty()) {
+    RETURN_IF_ERROR(engine_->Run([&](kv::Txn& tx) {
+      for (auto [id, size] : done) RETURN_IF_ERROR(tx.Delete(SliceGcKey(id, size)));
+      return Status::OK();
+    }));
+  }
+  if (!failed.ok()) return failed;
+  return int(done.size());
 }
 
 // ---------------------------------------------------------------- namespace
