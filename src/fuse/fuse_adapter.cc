@@ -81,8 +81,11 @@ void ReplyErr(fuse_req_t req, const Status& st) {
 void ReplyEntry(fuse_req_t req, const Status& st, Ino ino, const Attr& a) {
   if (!st.ok()) return ReplyErr(req, st);
   fuse_entry_param e = MakeEntry(req, ino, a);
+  // Count the kernel's reference before it can act on the reply (an rmdir
+  // racing with our bookkeeping would otherwise delete a referenced inode).
   vfs::Vfs* vfs = V(req);  // req is freed by the reply
-  if (fuse_reply_entry(req, &e) == 0) vfs->AddRef(ino);
+  vfs->AddRef(ino);
+  if (fuse_reply_entry(req, &e) != 0) (void)vfs->Forget(ino, 1);
 }
 
 void ReplyAttr(fuse_req_t req, const Status& st, Ino ino, const Attr& a) {
@@ -237,8 +240,11 @@ void OpCreate(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, 
   fi->fh = reinterpret_cast<uint64_t>(h);
   fi->keep_cache = 0;
   vfs::Vfs* vfs = V(req);  // req is freed by the reply
-  if (fuse_reply_create(req, &e, fi) == 0) vfs->AddRef(ino);
-  else (void)vfs->Release(Context::Root(), h);
+  vfs->AddRef(ino);  // before the kernel can act on the reply (see ReplyEntry)
+  if (fuse_reply_create(req, &e, fi) != 0) {
+    (void)vfs->Forget(ino, 1);
+    (void)vfs->Release(Context::Root(), h);
+  }
 }
 
 void OpRead(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info* fi) {
@@ -280,6 +286,7 @@ void DoReaddir(fuse_req_t req, size_t size, off_t off, fuse_file_info* fi, bool 
   if (!st.ok()) return ReplyErr(req, st);
   std::unique_ptr<char[]> buf(new char[size]);
   size_t used = 0;
+  std::vector<Ino> counted;
   for (size_t i = size_t(off); i < entries->size(); ++i) {
     const meta::Entry& e = (*entries)[i];
     size_t n;
@@ -295,9 +302,12 @@ void DoReaddir(fuse_req_t req, size_t size, off_t off, fuse_file_info* fi, bool 
     }
     if (n > size - used) break;
     used += n;
-    if (plus && i >= 2) V(req)->AddRef(e.ino);  // the kernel counts all but "." and ".."
+    if (plus && i >= 2) counted.push_back(e.ino);  // the kernel counts all but "." and ".."
   }
-  fuse_reply_buf(req, buf.get(), used);
+  vfs::Vfs* vfs = V(req);  // req is freed by the reply
+  for (Ino ino : counted) vfs->AddRef(ino);  // before the kernel can act on the reply
+  if (fuse_reply_buf(req, buf.get(), used) != 0)
+    for (Ino ino : counted) (void)vfs->Forget(ino, 1);
 }
 
 void OpReaddir(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info* fi) {
