@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -26,6 +27,14 @@
 
 namespace tessera::vfs {
 namespace {
+
+// Sanitizer runs (TESSERA_TEST_QUICK=1) do a quarter of the random
+// operations: the same coverage of operation kinds, less wall time.
+int ScaledOps(int ops) {
+  const char* quick = std::getenv("TESSERA_TEST_QUICK");
+  return quick && std::string(quick) == "1" ? ops / 4 : ops;
+}
+
 
 using chunk::kChunkSize;
 using meta::kRootIno;
@@ -401,7 +410,7 @@ class FsxTest : public VfsTest {
 TEST_F(FsxTest, SmallFiles) {
   for (uint64_t seed : {20240601u, 7u}) {
     SCOPED_TRACE("seed " + std::to_string(seed));
-    Run(Params{.seed = seed, .base = 0, .span = 512 << 10, .ops = 3000, .full_check_every = 50});
+    Run(Params{.seed = seed, .base = 0, .span = 512 << 10, .ops = ScaledOps(3000), .full_check_every = 50});
     if (HasFailure()) return;
   }
 }
@@ -409,7 +418,8 @@ TEST_F(FsxTest, SmallFiles) {
 TEST_F(FsxTest, AcrossChunkBoundary) {
   const uint64_t seed = 99;
   SCOPED_TRACE("seed " + std::to_string(seed));
-  Run(Params{.seed = seed, .base = kChunkSize - (256 << 10), .span = 512 << 10, .ops = 1500, .full_check_every = 500});
+  Run(Params{.seed = seed, .base = kChunkSize - (256 << 10), .span = 512 << 10, .ops = ScaledOps(1500),
+             .full_check_every = 500});
 }
 
 // ---------------------------------------------------------------- focused tests
