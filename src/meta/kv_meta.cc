@@ -75,6 +75,17 @@ Status StickyCheck(const Context& ctx, const Attr& dir, const Attr& child) {
   return Status::OK();
 }
 
+// Loads a writable parent, the entry `name` in it and the entry's inode, and
+// checks the caller may remove the entry (write+search, sticky bit).
+Status RemovableEntryTx(kv::Txn& tx, const Context& ctx, Ino parent, const std::string& name, Attr* pattr,
+                        Ino* ino, Attr* attr) {
+  RETURN_IF_ERROR(WritableDirTx(tx, ctx, parent, pattr));
+  uint32_t type = 0;
+  RETURN_IF_ERROR(GetEntryTx(tx, parent, name, ino, &type));
+  RETURN_IF_ERROR(GetAttrTx(tx, *ino, attr));
+  return StickyCheck(ctx, *pattr, *attr);
+}
+
 Status DirEmptyTx(kv::Txn& tx, Ino ino, bool* empty) {
   std::string prefix = EntryPrefix(ino);
   *empty = true;
@@ -712,15 +723,10 @@ Status KvMeta::Unlink(const Context& ctx, Ino parent, const std::string& name) {
   RETURN_IF_ERROR(ValidName(name));
   Timespec now = Now();
   return engine_->Run([&](kv::Txn& tx) {
-    Attr pattr;
-    RETURN_IF_ERROR(WritableDirTx(tx, ctx, parent, &pattr));
+    Attr pattr, attr;
     Ino ino = 0;
-    uint32_t type = 0;
-    RETURN_IF_ERROR(GetEntryTx(tx, parent, name, &ino, &type));
-    Attr attr;
-    RETURN_IF_ERROR(GetAttrTx(tx, ino, &attr));
+    RETURN_IF_ERROR(RemovableEntryTx(tx, ctx, parent, name, &pattr, &ino, &attr));
     if (attr.IsDir()) return Status::Err(EISDIR);
-    RETURN_IF_ERROR(StickyCheck(ctx, pattr, attr));
     RETURN_IF_ERROR(tx.Delete(EntryKey(parent, name)));
     pattr.mtime = pattr.ctime = now;
     RETURN_IF_ERROR(PutAttrTx(tx, parent, pattr));
@@ -737,15 +743,10 @@ Status KvMeta::Rmdir(const Context& ctx, Ino parent, const std::string& name) {
   RETURN_IF_ERROR(ValidName(name));
   Timespec now = Now();
   return engine_->Run([&](kv::Txn& tx) {
-    Attr pattr;
-    RETURN_IF_ERROR(WritableDirTx(tx, ctx, parent, &pattr));
+    Attr pattr, attr;
     Ino ino = 0;
-    uint32_t type = 0;
-    RETURN_IF_ERROR(GetEntryTx(tx, parent, name, &ino, &type));
-    Attr attr;
-    RETURN_IF_ERROR(GetAttrTx(tx, ino, &attr));
+    RETURN_IF_ERROR(RemovableEntryTx(tx, ctx, parent, name, &pattr, &ino, &attr));
     if (!attr.IsDir()) return Status::Err(ENOTDIR);
-    RETURN_IF_ERROR(StickyCheck(ctx, pattr, attr));
     bool empty = false;
     RETURN_IF_ERROR(DirEmptyTx(tx, ino, &empty));
     if (!empty) return Status::Err(ENOTEMPTY);
