@@ -26,8 +26,11 @@ int main(int argc, char** argv) {
   format->add_option("--block-size", fo.block_size_kib, "size of a block in KiB (64 to 16384)")->capture_default_str();
   format->add_option("--compress", fo.compress, "compression of blocks: none, lz4 or zstd")->capture_default_str();
   format->add_option("--trash-days", fo.trash_days, "days deleted files stay in the trash (0 = off)")->capture_default_str();
-  format->add_option("--capacity", fo.capacity_gib, "volume capacity in GiB (0 = unlimited)")->capture_default_str();
-  format->add_option("--inodes", fo.inodes, "maximum number of inodes (0 = unlimited)")->capture_default_str();
+  // Unsigned options get explicit ranges: CLI11 would read "-1" as 2^64-1.
+  format->add_option("--capacity", fo.capacity_gib, "volume capacity in GiB (0 = unlimited)")
+      ->capture_default_str()->check(CLI::Range(uint64_t(0), uint64_t(1) << 30));
+  format->add_option("--inodes", fo.inodes, "maximum number of inodes (0 = unlimited)")
+      ->capture_default_str()->check(CLI::Range(uint64_t(0), uint64_t(1) << 48));
   format->add_flag("--force", fo.force, "overwrite the settings of an existing volume (data is kept)");
 
   MountOptions mo;
@@ -47,17 +50,19 @@ int main(int argc, char** argv) {
       ->capture_default_str()->check(CLI::Range(16, 1 << 20));
   mount->add_option("--max-uploads", mo.max_uploads, "concurrent block uploads")->capture_default_str()->check(CLI::Range(1, 1000));
   mount->add_option("--cache-dir", mo.cache_dir, "local disk cache directory ('none' disables; default /var/cache/tessera, off for file storage)");
-  mount->add_option("--cache-size", mo.cache_size_mib, "disk cache size, MiB")->capture_default_str();
+  mount->add_option("--cache-size", mo.cache_size_mib, "disk cache size, MiB")
+      ->capture_default_str()->check(CLI::Range(uint64_t(0), uint64_t(1) << 40));
   mount->add_option("--free-space-ratio", mo.free_space_ratio, "keep this fraction of the cache disk free")
       ->capture_default_str()->check(CLI::Range(0.0, 0.99));
   mount->add_option("--cache-eviction", mo.cache_eviction, "disk cache eviction: lru or 2-random")->capture_default_str();
-  mount->add_option("--mem-cache-size", mo.mem_cache_mib, "memory block cache, MiB (0 disables)")->capture_default_str();
+  mount->add_option("--mem-cache-size", mo.mem_cache_mib, "memory block cache, MiB (0 disables)")
+      ->capture_default_str()->check(CLI::Range(uint64_t(0), uint64_t(1) << 24));
   mount->add_option("--max-readahead", mo.max_readahead_mib, "read-ahead window for sequential reads, MiB (0 = off)")
-      ->capture_default_str();
+      ->capture_default_str()->check(CLI::Range(uint64_t(0), uint64_t(4096)));
   mount->add_option("--prefetch", mo.prefetch, "load the whole block in the background after a partial read (0 = off)")
-      ->capture_default_str();
+      ->capture_default_str()->check(CLI::Range(0, 1));
   mount->add_option("--compact-threshold", mo.compact_threshold, "compact a chunk in the background once it has this many slices (0 = never)")
-      ->capture_default_str();
+      ->capture_default_str()->check(CLI::Range(uint32_t(0), uint32_t(1000000)));
   mount->add_flag("--no-allow-other", mo.no_allow_other, "only the mounting user may access the mount");
   mount->add_flag("--non-default-permission", mo.non_default_permission,
                   "do not let the kernel check permissions (the engine still does)");

@@ -40,6 +40,7 @@ expect_fail "unknown scheme" "scheme|url|unsupported" "$T" format "foo://bar" vo
 expect_fail "empty sqlite path" "url|path" "$T" format "sqlite3://" vol1 --bucket "$W/b"
 expect_fail "bad volume name" "volume name" "$T" format "sqlite3://$W/m.db" "A_b" --bucket "$W/b"
 expect_fail "bad block size" "block-size" "$T" format "sqlite3://$W/m.db" vol1 --block-size 1 --bucket "$W/b"
+expect_fail "negative capacity" "range" "$T" format "sqlite3://$W/m.db" vol1 --capacity -1 --bucket "$W/b"
 expect_fail "unknown option" "unknown|extra|not expected|--frobnicate" "$T" format "sqlite3://$W/m.db" vol1 --frobnicate
 expect_fail "missing argument" "required|META-URL|NAME" "$T" format
 expect_fail "unknown command" "frob|subcommand|not expected|extra" "$T" frob
