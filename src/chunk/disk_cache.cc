@@ -14,6 +14,7 @@
 #include <filesystem>
 
 #include "common/log.h"
+#include "common/unique_fd.h"
 
 namespace tessera::chunk {
 namespace {
@@ -38,26 +39,6 @@ uint64_t GetLE(const char* p, int bytes) {
   for (int i = bytes - 1; i >= 0; --i) v = (v << 8) | uint8_t(p[i]);
   return v;
 }
-
-// Closes the descriptor when it goes out of scope.
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  int get() const { return fd_; }
-  int Close() {
-    int rc = ::close(fd_);
-    fd_ = -1;
-    return rc;
-  }
-
- private:
-  int fd_;
-};
 
 Status MakeDirs(const std::string& dir) {
   std::error_code ec;
@@ -102,7 +83,7 @@ Status WriteCacheFile(const std::string& path, const std::string& block) {
     raw = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   }
   if (raw < 0) return Status::Err(errno, "create " + path);
-  Fd fd(raw);
+  UniqueFd fd(raw);
   iovec iov[2] = {{header, sizeof(header)}, {const_cast<char*>(block.data()), block.size()}};
   size_t done = 0;
   const size_t total = sizeof(header) + block.size();
@@ -268,7 +249,7 @@ BlockRef DiskBlockCache::Get(const std::string& key, uint32_t len) {
     lru_.splice(lru_.begin(), lru_, it->second.lru);
   }
   const std::string path = PathOf(key);
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) {
     const int err = errno;
     if (err != ENOENT) {

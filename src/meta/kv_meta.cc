@@ -75,6 +75,16 @@ Status StickyCheck(const Context& ctx, const Attr& dir, const Attr& child) {
   return Status::OK();
 }
 
+// Loads a writable parent in which `name` does not exist yet (EEXIST).
+Status FreeNameTx(kv::Txn& tx, const Context& ctx, Ino parent, const std::string& name, Attr* pattr) {
+  RETURN_IF_ERROR(WritableDirTx(tx, ctx, parent, pattr));
+  Ino existing = 0;
+  uint32_t type = 0;
+  Status st = GetEntryTx(tx, parent, name, &existing, &type);
+  if (st.ok()) return Status::Err(EEXIST);
+  return st.not_found() ? Status::OK() : st;
+}
+
 // Loads a writable parent, the entry `name` in it and the entry's inode, and
 // checks the caller may remove the entry (write+search, sticky bit).
 Status RemovableEntryTx(kv::Txn& tx, const Context& ctx, Ino parent, const std::string& name, Attr* pattr,
@@ -682,12 +692,7 @@ Status KvMeta::Mknod(const Context& ctx, Ino parent, const std::string& name, ui
   Timespec now = Now();
   return engine_->Run([&](kv::Txn& tx) {
     Attr pattr;
-    RETURN_IF_ERROR(WritableDirTx(tx, ctx, parent, &pattr));
-    Ino existing = 0;
-    uint32_t etype = 0;
-    Status st = GetEntryTx(tx, parent, name, &existing, &etype);
-    if (st.ok()) return Status::Err(EEXIST);
-    if (!st.not_found()) return st;
+    RETURN_IF_ERROR(FreeNameTx(tx, ctx, parent, name, &pattr));
 
     Attr a;
     uint32_t perm = (type == S_IFLNK) ? 0777 : (mode & 07777 & ~cumask);
@@ -889,12 +894,7 @@ Status KvMeta::Link(const Context& ctx, Ino ino, Ino parent, const std::string& 
     if (attr.IsDir()) return Status::Err(EPERM);
     if (attr.nlink == 0) return Status::Err(ENOENT);
     Attr pattr;
-    RETURN_IF_ERROR(WritableDirTx(tx, ctx, parent, &pattr));
-    Ino existing = 0;
-    uint32_t etype = 0;
-    Status st = GetEntryTx(tx, parent, name, &existing, &etype);
-    if (st.ok()) return Status::Err(EEXIST);
-    if (!st.not_found()) return st;
+    RETURN_IF_ERROR(FreeNameTx(tx, ctx, parent, name, &pattr));
     RETURN_IF_ERROR(tx.Put(EntryKey(parent, name), EncodeEntry(ino, attr.mode & S_IFMT)));
     pattr.mtime = pattr.ctime = now;
     RETURN_IF_ERROR(PutAttrTx(tx, parent, pattr));

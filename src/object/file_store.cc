@@ -10,31 +10,12 @@
 #include <memory>
 #include <random>
 
+#include "common/unique_fd.h"
+
 namespace tessera::object {
 namespace {
 
 constexpr std::string_view kTempPrefix = ".tmp.";
-
-// Closes the descriptor when it goes out of scope.
-class UniqueFd {
- public:
-  explicit UniqueFd(int fd) : fd_(fd) {}
-  UniqueFd(const UniqueFd&) = delete;
-  UniqueFd& operator=(const UniqueFd&) = delete;
-  ~UniqueFd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  int get() const { return fd_; }
-  // Closes now and reports the error (close may report a failed write-back).
-  int Close() {
-    int rc = ::close(fd_);
-    fd_ = -1;
-    return rc;
-  }
-
- private:
-  int fd_;
-};
 
 Status NotFound(const std::string& key) { return Status::Err(ENOENT, "object " + key + " not found"); }
 
