@@ -27,14 +27,9 @@ int Collect(const char* path, const struct stat* st, int type, struct FTW*) {
 int Compact(const std::vector<std::string>& paths) {
   int rc = 0;
   for (const auto& path : paths) {
-    auto mp = FindMountPoint(path);
-    if (!mp.ok()) {
-      rc = Fail(mp.status().ToString());
-      continue;
-    }
-    auto state = ReadMountState(*mp);
+    auto state = MountStateOf(path);
     if (!state.ok()) {
-      rc = Fail(fmt::format("{} is not inside a Tessera mount of this host", path));
+      rc = Fail(state.status().ToString());
       continue;
     }
     auto vol = OpenVolume(state->meta_url);

@@ -142,14 +142,9 @@ int Info(const std::vector<std::string>& paths) {
       rc = Fail(fmt::format("{}: {}", path, strerror(errno)));
       continue;
     }
-    auto mp = FindMountPoint(path);
-    if (!mp.ok()) {
-      rc = Fail(mp.status().ToString());
-      continue;
-    }
-    auto state = ReadMountState(*mp);
+    auto state = MountStateOf(path);
     if (!state.ok()) {
-      rc = Fail(fmt::format("{} is not inside a Tessera mount of this host", path));
+      rc = Fail(state.status().ToString());
       continue;
     }
     auto m = OpenMeta(state->meta_url, /*must_exist=*/true);

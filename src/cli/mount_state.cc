@@ -51,6 +51,14 @@ Result<MountState> ReadMountState(const std::string& mount_point) {
 
 void RemoveMountState(const std::string& mount_point) { unlink(StatePath(mount_point).c_str()); }
 
+Result<MountState> MountStateOf(const std::string& path) {
+  auto mp = FindMountPoint(path);
+  if (!mp.ok()) return mp.status();
+  auto state = ReadMountState(*mp);
+  if (!state.ok()) return Status::Err(ENOENT, fmt::format("{} is not inside a Tessera mount of this host", path));
+  return state;
+}
+
 bool IsMountPoint(const std::string& path) {
   struct stat self, parent;
   if (stat(path.c_str(), &self) != 0) return false;

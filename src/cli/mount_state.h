@@ -21,6 +21,9 @@ void RemoveMountState(const std::string& mount_point);
 
 // The mount point containing path (walks up until the device changes).
 Result<std::string> FindMountPoint(const std::string& path);
+// The state of the Tessera mount that contains path; ENOENT with a clear
+// message when path is not inside one on this host.
+Result<MountState> MountStateOf(const std::string& path);
 // True when path is the root of a mount (its device differs from its parent's).
 bool IsMountPoint(const std::string& path);
 
