@@ -14,8 +14,9 @@ import os
 import re
 import sys
 
-TARGETS = ["local", "passthrough", "tessera"]
-LABEL = {"local": "local dir", "passthrough": "passthrough_ll", "tessera": "Tessera"}
+TARGETS = ["local", "passthrough", "tessera", "tessera-wb"]
+LABEL = {"local": "local dir", "passthrough": "passthrough_ll", "tessera": "Tessera",
+         "tessera-wb": "Tessera --writeback"}
 
 # fio jobs in report order: name -> (description, metric)
 FIO_ROWS = [
@@ -223,6 +224,11 @@ def main():
       f"{env.get('format_opts', '')}` (SQLite metadata, local-directory bucket, 4 MiB blocks unless "
       f"changed) and `tessera mount … -d {env.get('mount_opts', '')}`: 1 s entry/attr timeouts, no "
       "writeback cache, same as passthrough_ll.")
+    if "tessera-wb" in targets:
+        p("- **Tessera --writeback** (write jobs only): a second such volume mounted with `--writeback "
+          f"--cache-dir DIR --cache-size 0 {env.get('wb_opts', '')}` (DIR on the same file system, no read "
+          "cache): a commit stages its blocks in an append-only pack on the cache disk, fdatasyncs it and "
+          "commits the slices; blocks are uploaded to the bucket in the background.")
     p(f"- fio: data file {env.get('size', '?')} (written once, then read by all read jobs), "
       f"time-based jobs {env.get('runtime', '?')} s, seq-write jobs write {env.get('size', '?')} each, "
       f"rand-write jobs use a {env.get('rw_size', '?')} file each; job files in `bench/fio/`.")
@@ -230,12 +236,15 @@ def main():
 
     head, out = out, []          # the headline goes between the setup and the tables
     p = out.append
+    # Ratio columns: (numerator target, denominator target, label).
     extra = []
     if "tessera" in targets and "passthrough" in targets:
-        extra.append(("passthrough", "Tessera / passthrough_ll"))
+        extra.append(("tessera", "passthrough", "Tessera / passthrough_ll"))
     if "tessera" in targets and "local" in targets:
-        extra.append(("local", "Tessera / local"))
-    cat_ratios = {c: {"passthrough": [], "local": []} for c in CATEGORIES}
+        extra.append(("tessera", "local", "Tessera / local"))
+    if "tessera-wb" in targets and "passthrough" in targets:
+        extra.append(("tessera-wb", "passthrough", "Tessera --writeback / passthrough_ll"))
+    cat_ratios = {c: {(num, base): [] for num, base, _ in extra} for c in CATEGORIES}
 
     # ------------------------------------------------------------------ fio
     fio = {(job, t): load_fio(res, job, t) for job, _, _ in FIO_ROWS for t in targets}
@@ -244,7 +253,9 @@ def main():
         fio_section(p, fio, targets, extra, cat_ratios)
     have_md = bool(glob.glob(os.path.join(res, "md", "*.txt")))
     if have_md:
-        md_section(p, res, env, targets, extra, cat_ratios)
+        # tessera-wb runs the write jobs only.
+        md_section(p, res, env, [t for t in targets if t != "tessera-wb"],
+                   [e for e in extra if e[0] != "tessera-wb"], cat_ratios)
     body, out = out, head
     p = out.append
 
@@ -254,14 +265,14 @@ def main():
         p("")
         p("Higher is better; 1× = as fast. Each category averages the rows of the tables below.")
         p("")
-        p("| category | " + " | ".join(label for _, label in extra) + " | rows | range vs passthrough_ll |")
+        p("| category | " + " | ".join(label for _, _, label in extra) + " | rows | range vs passthrough_ll |")
         p("|---|" + "---:|" * len(extra) + "---:|---|")
         for c in CATEGORIES:
             xs = cat_ratios[c]
             if not any(xs.values()):
                 continue
-            cells = [fmt_ratio(geomean(xs[base])) for base, _ in extra]
-            ref = xs["passthrough"] or xs["local"]
+            cells = [fmt_ratio(geomean(xs[num, base])) for num, base, _ in extra]
+            ref = xs.get(("tessera", "passthrough")) or xs.get(("tessera", "local")) or []
             rng = f"{min(ref):.2f}× – {max(ref):.2f}×" if ref else "—"
             p(f"| {c} | " + " | ".join(cells) + f" | {len(ref)} | {rng} |")
         p("")
@@ -277,7 +288,7 @@ def fio_section(p, fio, targets, extra, cat_ratios):
     p("")
     hdr = "| job | unit | " + " | ".join(LABEL[t] for t in targets)
     sep = "|---|---|" + "---:|" * len(targets)
-    for _, label in extra:
+    for _, _, label in extra:
         hdr += f" | {label}"
         sep += "---:|"
     p(hdr + " |")
@@ -285,12 +296,12 @@ def fio_section(p, fio, targets, extra, cat_ratios):
     for job, desc, unit in FIO_ROWS:
         row = f"| {desc} | {unit} | "
         row += " | ".join(fmt(fio[job, t][unit] if fio[job, t] else None) for t in targets)
-        for base, _ in extra:
-            r = ratio(fio[job, "tessera"] and fio[job, "tessera"][unit],
+        for num, base, _ in extra:
+            r = ratio(fio[job, num] and fio[job, num][unit],
                       fio[job, base] and fio[job, base][unit])
             row += f" | {fmt_ratio(r)}"
             if r and fio_category(job):
-                cat_ratios[fio_category(job)][base].append(r)
+                cat_ratios[fio_category(job)][num, base].append(r)
         p(row + " |")
     p("")
     p("Latency per job: mean completion latency / 99th percentile / maximum "
@@ -314,7 +325,9 @@ def fio_section(p, fio, targets, extra, cat_ratios):
             cells.append("—" if not f or f["cores"] is None else f"{f['cores']:.2f}")
         p(f"| {desc} | " + " | ".join(cells) + " |")
     p("")
-    missing = [f"{job} on {t}" for (job, t), f in fio.items() if f is None]
+    # tessera-wb runs the write jobs only.
+    missing = [f"{job} on {t}" for (job, t), f in fio.items()
+               if f is None and not (t == "tessera-wb" and not job.startswith(("seqwrite", "randwrite")))]
     if missing:
         p(f"Missing or failed fio runs: {', '.join(missing)} (see the fio logs).")
         p("")
@@ -369,7 +382,7 @@ def md_section(p, res, env, targets, extra, cat_ratios):
             ref, ref_label = CUBEFS_4P, "CubeFS ref² (4 procs)"
         hdr = "| phase | " + " | ".join(LABEL[t] for t in targets)
         sep = "|---|" + "---:|" * len(targets)
-        for _, label in extra:
+        for _, _, label in extra:
             hdr += f" | {label}"
             sep += "---:|"
         if ref:
@@ -380,12 +393,12 @@ def md_section(p, res, env, targets, extra, cat_ratios):
         for phase, label in MD_PHASES:
             vals = {t: (loaded[t][1] or {}).get(phase) for t in targets}
             row = f"| {label} | " + " | ".join(fmt(vals[t]) for t in targets)
-            for base, _ in extra:
-                r = ratio(vals.get("tessera"), vals.get(base))
+            for num, base, _ in extra:
+                r = ratio(vals.get(num), vals.get(base))
                 row += f" | {fmt_ratio(r)}"
                 # Tree phases of flat runs are one mkdir/rmdir per process: not a rate worth averaging.
                 if r and not (phase.startswith("tree") and cfg.get("depth") == "0"):
-                    cat_ratios[md_category(phase)][base].append(r)
+                    cat_ratios[md_category(phase)][num, base].append(r)
             if ref:
                 row += f" | {fmt(ref.get(phase))}"
             p(row + " |")
@@ -433,7 +446,9 @@ def emit_notes(p, env, settle, pristine):
       "buffers writes, uploads blocks to the bucket directory without fsync (its file store's "
       "default) and commits metadata to SQLite in WAL mode with synchronous=NORMAL, so its fsync "
       "makes data survive a client crash, not a power loss — the write rows are not like-for-like "
-      "in durability.")
+      "in durability. With `--writeback`, Tessera's fsync and close fdatasync the staged blocks "
+      "(they survive a power loss on the client's disk) but upload them later: other clients see "
+      "the data only once it is uploaded.")
     p("- **Random writes on Tessera** turn every 4 KiB write into a slice; the maximum latency "
       "column shows how long a single write can stall while the client flushes them.")
     p("- **Metadata.** Both FUSE targets keep kernel entry/attr caches for 1 s"

@@ -22,6 +22,8 @@ jobs and the metadata workload on each, and writes a markdown report:
                O_DIRECT is dropped from its own opens (see --pristine-passthrough)
   tessera      a Tessera mount of a fresh SQLite + local-directory volume,
                default mount options (1 s entry/attr timeouts, no writeback cache)
+  tessera-wb   the same with --writeback (blocks staged on a cache dir in the
+               scratch directory, uploaded in the background); write jobs only
 Everything lives in a scratch directory that is unmounted and removed on exit.
 
 options:
@@ -39,11 +41,12 @@ options:
   --md-settle S        untimed pause before mdbench's stat and read phases so the
                        FUSE mounts' 1 s kernel caches expire (default 1.5; quick 0;
                        0 = back to back, as mdtest does)
-  --targets LIST       comma-separated subset of local,passthrough,tessera
+  --targets LIST       comma-separated subset of local,passthrough,tessera,tessera-wb
   --only fio|md        run only the fio jobs or only the metadata workload
   --tessera BIN        tessera binary (default: build/src/tessera; copied at start)
   --format-opts "..."  extra 'tessera format' options (e.g. "--block-size 1024")
   --mount-opts "..."   extra 'tessera mount' options (e.g. "--writeback-cache")
+  --wb-opts "..."      extra mount options of the tessera-wb target only (e.g. "--upload-delay 30")
   --pristine-passthrough  compile passthrough_ll unchanged (its O_DIRECT writes
                        then fail with EINVAL; by default O_DIRECT is dropped from
                        the daemon's own open of the underlying file)
@@ -60,8 +63,8 @@ log()  { printf '[%(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
 # ---------------------------------------------------------------- options ---
 QUICK=0 OUT="" RAW="" WORKDIR=/var/tmp/tessera-bench
 RUNTIME="" SIZE="" RW_SIZE="" PROCS=4 MD_BYTES=4096 MD_SETTLE="" ONLY=""
-TARGETS="local,passthrough,tessera"
-TESSERA_SRC="$REPO/build/src/tessera" FORMAT_OPTS="" MOUNT_OPTS="" PRISTINE_PT=0
+TARGETS="local,passthrough,tessera,tessera-wb"
+TESSERA_SRC="$REPO/build/src/tessera" FORMAT_OPTS="" MOUNT_OPTS="" WB_OPTS="" PRISTINE_PT=0
 while (($#)); do
     case $1 in
         --quick) QUICK=1 ;;
@@ -79,6 +82,7 @@ while (($#)); do
         --tessera) TESSERA_SRC=$2; shift ;;
         --format-opts) FORMAT_OPTS=$2; shift ;;
         --mount-opts) MOUNT_OPTS=$2; shift ;;
+        --wb-opts) WB_OPTS=$2; shift ;;
         --pristine-passthrough) PRISTINE_PT=1 ;;
         -h|--help) usage; exit 0 ;;
         *) usage >&2; die "unknown argument: $1" ;;
@@ -107,7 +111,7 @@ OUT=$(realpath -m "$OUT")
 [[ -z $ONLY || $ONLY == fio || $ONLY == md ]] || die "--only takes fio or md"
 IFS=, read -r -a TARGET_LIST <<<"$TARGETS"
 for t in "${TARGET_LIST[@]}"; do
-    [[ $t == local || $t == passthrough || $t == tessera ]] || die "unknown target: $t"
+    [[ $t == local || $t == passthrough || $t == tessera || $t == tessera-wb ]] || die "unknown target: $t"
 done
 
 # -------------------------------------------------------------- preflight ---
@@ -118,7 +122,7 @@ done
 [[ -c /dev/fuse ]] || die "/dev/fuse is missing"
 [[ -r $PT_SRC_C ]] || die "$PT_SRC_C missing (apt-get install libfuse3-dev)"
 pkg-config --exists fuse3 || die "pkg-config cannot find fuse3 (apt-get install libfuse3-dev)"
-if [[ ",$TARGETS," == *,tessera,* ]]; then
+if [[ ",$TARGETS," == *,tessera* ]]; then
     # Other engineers rebuild the tree; if the binary is missing, wait for it.
     for _ in $(seq 20); do [[ -x $TESSERA_SRC ]] && break; log "waiting for $TESSERA_SRC ..."; sleep 15; done
     [[ -x $TESSERA_SRC ]] || die "$TESSERA_SRC not found (build the project first)"
@@ -217,7 +221,7 @@ fi
 gcc -O2 -Wall -I"$(dirname "$PT_SRC_C")" "$BIN/passthrough_ll.c" $(pkg-config fuse3 --cflags --libs) \
     -o "$BIN/passthrough_ll"
 gcc -O2 -Wall "$BENCH/mdbench.c" -o "$BIN/mdbench"
-if [[ ",$TARGETS," == *,tessera,* ]]; then
+if [[ ",$TARGETS," == *,tessera* ]]; then
     cp "$TESSERA_SRC" "$BIN/tessera"     # a rebuild during the run must not change it
 fi
 
@@ -252,18 +256,20 @@ setup_passthrough() {
     TDIR[passthrough]=$mnt TPID[passthrough]=$pid
 }
 
-setup_tessera() {
-    local vol=$W/tessera mnt=$W/tessera-mnt url pid extra=()
+setup_tessera() {       # setup_tessera [TARGET [extra mount options...]]
+    local t=${1:-tessera}
+    shift || true
+    local vol=$W/$t mnt=$W/$t-mnt url pid extra=("$@")
     mkdir -p "$vol/bucket" "$mnt"
     url="sqlite3://$vol/meta.db"
     ((EUID == 0)) || extra+=(--no-allow-other)
     # shellcheck disable=SC2086  # user-supplied option strings
-    "$BIN/tessera" format "$url" benchvol --bucket "$vol/bucket" $FORMAT_OPTS >"$LOGS/tessera-format.log" 2>&1 ||
-        { cat "$LOGS/tessera-format.log" >&2; die "tessera format failed"; }
+    "$BIN/tessera" format "$url" benchvol --bucket "$vol/bucket" $FORMAT_OPTS >"$LOGS/$t-format.log" 2>&1 ||
+        { cat "$LOGS/$t-format.log" >&2; die "tessera format failed"; }
     # shellcheck disable=SC2086
-    "$BIN/tessera" mount "$url" "$mnt" -d --log "$LOGS/tessera.log" "${extra[@]}" $MOUNT_OPTS \
-        >"$LOGS/tessera-mount.log" 2>&1 9>&- ||
-        { cat "$LOGS/tessera-mount.log" "$LOGS/tessera.log" >&2; die "tessera mount failed"; }
+    "$BIN/tessera" mount "$url" "$mnt" -d --log "$LOGS/$t.log" "${extra[@]}" $MOUNT_OPTS \
+        >"$LOGS/$t-mount.log" 2>&1 9>&- ||
+        { cat "$LOGS/$t-mount.log" "$LOGS/$t.log" >&2; die "tessera mount failed"; }
     pid=$("$BIN/tessera" status "$url" | python3 -c '
 import json, sys
 for s in json.load(sys.stdin).get("Sessions", []):
@@ -271,7 +277,19 @@ for s in json.load(sys.stdin).get("Sessions", []):
         print(s["ProcessID"])' "$mnt")
     [[ -n $pid ]] || die "cannot find the Tessera client PID"
     STARTED_PIDS+=("$pid")
-    TDIR[tessera]=$mnt TPID[tessera]=$pid
+    TDIR[$t]=$mnt TPID[$t]=$pid
+}
+
+# Writeback: the staging area lives in the volume's scratch directory (on the
+# same file system as everything else), so it goes away with the run.
+# --cache-size 0: no read cache, as for the tessera target (file storage).
+# shellcheck disable=SC2086  # user-supplied option string
+setup_tessera-wb() { setup_tessera tessera-wb --writeback --cache-dir "$W/tessera-wb/cache" --cache-size 0 $WB_OPTS; }
+
+# Targets that run a job: tessera-wb only differs from tessera in how writes
+# are acknowledged, so it runs the write jobs only.
+runs_job() {            # runs_job TARGET JOBFILE
+    [[ $1 != tessera-wb || $2 == seqwrite || $2 == randwrite ]]
 }
 
 for t in "${TARGET_LIST[@]}"; do
@@ -300,6 +318,7 @@ done
     fi
     echo "format_opts=$FORMAT_OPTS"
     echo "mount_opts=$MOUNT_OPTS"
+    echo "wb_opts=$WB_OPTS"
     echo "pristine_passthrough=$PRISTINE_PT"
     echo "targets=${TARGET_LIST[*]}"
     echo "quick=$QUICK"
@@ -360,10 +379,13 @@ FIO_JOBS=(
 run_fio_suite() {
     local t spec name job vars
     log "fio: laying out the $SIZE read file on each target"
-    for t in "${TARGET_LIST[@]}"; do run_fio prep prep "$t"; done
+    for t in "${TARGET_LIST[@]}"; do
+        if runs_job "$t" prep; then run_fio prep prep "$t"; fi
+    done
     for spec in "${FIO_JOBS[@]}"; do
         IFS='|' read -r name job vars <<<"$spec"
         for t in "${TARGET_LIST[@]}"; do
+            runs_job "$t" "$job" || continue
             log "fio $name on $t"
             # shellcheck disable=SC2086  # vars is a list of VAR=VALUE words
             run_fio "$name" "$job" "$t" $vars
@@ -390,6 +412,7 @@ run_md_suite() {
     for spec in "${MD_VARIANTS[@]}"; do
         IFS='|' read -r name args <<<"$spec"
         for t in "${TARGET_LIST[@]}"; do
+            [[ $t == tessera-wb ]] && continue   # write jobs only
             log "mdbench $name ($args) on $t"
             dir=${TDIR[$t]}/md-$name
             rc=0

@@ -11,3 +11,11 @@ $SUDO apt-get install -y -qq --no-install-recommends \
   libfmt-dev nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev \
   libhiredis-dev libpq-dev libcurl4-openssl-dev libssl-dev libzstd-dev liblz4-dev libxxhash-dev \
   attr acl fio procps psmisc python3 >/dev/null
+# Servers the tests start themselves (tests/tools/with-*.sh): Redis, PostgreSQL,
+# and an S3 server that verifies signatures (OpenStack Swift's library with its
+# s3api middleware, docs/s3-test-server.md) with memcached; boto3 checks objects
+# independently of our client.
+$SUDO apt-get install -y -qq --no-install-recommends \
+  redis-server postgresql memcached python3-swift python3-boto3 >/dev/null
+# Installing the packages may start their system services; the tests use
+# private instances on free ports and do not need them.

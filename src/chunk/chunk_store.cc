@@ -108,6 +108,7 @@ Status StoreConfig::Validate() const {
   if (!(free_space_ratio >= 0 && free_space_ratio < 1)) {
     return Status::Err(EINVAL, "free space ratio " + std::to_string(free_space_ratio) + " is not in [0, 1)");
   }
+  if (writeback && cache_dir.empty()) return Status::Err(EINVAL, "writeback needs a cache directory");
   if (!cache_dir.empty()) {
     if (cache_volume.empty() || cache_volume == "." || cache_volume == ".." ||
         cache_volume.find('/') != std::string::npos) {
@@ -146,9 +147,32 @@ ChunkStore::ChunkStore(object::ObjectStore* store, StoreConfig config)
       config_(std::move(config)),
       mem_(config_.mem_cache_bytes > 0 ? std::make_unique<MemBlockCache>(config_.mem_cache_bytes) : nullptr),
       disk_(OpenDiskCache(config_)),
-      whole_blocks_(mem_ || disk_ || config_.compression != Compression::kNone) {}
+      whole_blocks_(mem_ || disk_ || config_.compression != Compression::kNone) {
+  if (!config_.writeback) return;
+  writeback_status_ = config_.Validate();
+  if (!writeback_status_.ok()) return;
+  StagingOptions opts;
+  opts.dir = config_.cache_dir + "/" + config_.cache_volume + "/rawstaging";
+  opts.uploaders = config_.max_uploads;
+  opts.upload_delay = std::chrono::milliseconds(config_.upload_delay_ms);
+  opts.free_space_ratio = config_.free_space_ratio;
+  opts.retry_initial = std::chrono::milliseconds(config_.upload_retry_ms);
+  opts.retry_max = std::chrono::milliseconds(config_.upload_retry_max_ms);
+  opts.upload = [this](const std::string& key, const BlockRef& block) { return PutStaged(key, block); };
+  opts.remove = [this](const std::string& key) {
+    ForgetBlock(key);
+    return store_->Delete(key);
+  };
+  if (mem_) opts.cached = [this](const std::string& key) { return mem_->Get(key); };
+  Result<std::unique_ptr<StagingArea>> staging = StagingArea::Open(std::move(opts));
+  if (!staging.ok()) {
+    writeback_status_ = staging.status();
+    return;
+  }
+  staging_ = std::move(staging).value();
+}
 
-ChunkStore::~ChunkStore() = default;
+ChunkStore::~ChunkStore() { staging_.reset(); }
 
 std::unique_ptr<SliceWriter> ChunkStore::NewWriter(uint64_t id) {
   return std::make_unique<SliceWriterImpl>(this, config_.block_size, id);
@@ -185,6 +209,9 @@ Status ChunkStore::ReadBlock(uint64_t id, uint32_t index, uint32_t block_len, ui
     // leaving the whole block to the background prefetcher.
     BlockRef block = mem_ ? mem_->Get(key) : nullptr;
     if (block) counters_.mem_hits.fetch_add(1, std::memory_order_relaxed);
+    if (!block && staging_) {
+      ASSIGN_OR_RETURN(block, GetStaged(key));
+    }
     if (!block && disk_) {
       block = disk_->Get(key, block_len);
       if (block) {
@@ -202,6 +229,12 @@ Status ChunkStore::ReadBlock(uint64_t id, uint32_t index, uint32_t block_len, ui
     ASSIGN_OR_RETURN(BlockRef block, GetBlock(key, block_len));
     std::memcpy(buf, block->data() + off, n);
     return Status::OK();
+  } else if (staging_) {
+    ASSIGN_OR_RETURN(BlockRef staged, GetStaged(key));
+    if (staged) {
+      std::memcpy(buf, staged->data() + off, n);
+      return Status::OK();
+    }
   }
   counters_.store_gets.fetch_add(1, std::memory_order_relaxed);
   Result<std::string> data = store_->Get(key, off, n);
@@ -260,6 +293,10 @@ Result<BlockRef> ChunkStore::GetBlock(const std::string& key, uint32_t len) {
 }
 
 Result<BlockRef> ChunkStore::Load(const std::string& key, uint32_t len) {
+  if (staging_) {
+    ASSIGN_OR_RETURN(BlockRef staged, GetStaged(key));
+    if (staged) return staged;
+  }
   if (disk_) {
     if (BlockRef block = disk_->Get(key, len)) {
       counters_.disk_hits.fetch_add(1, std::memory_order_relaxed);
@@ -309,6 +346,66 @@ Status ChunkStore::PutBlock(const std::string& key, std::string* block) {
   return Status::OK();
 }
 
+Status ChunkStore::PutStaged(const std::string& key, const BlockRef& block) {
+  std::string compressed;
+  if (config_.compression != Compression::kNone) {
+    ASSIGN_OR_RETURN(compressed, CompressBlock(config_.compression, *block));
+  }
+  const std::string& body = config_.compression == Compression::kNone ? *block : compressed;
+  RETURN_IF_ERROR(store_->Put(key, body));
+  counters_.store_puts.fetch_add(1, std::memory_order_relaxed);
+  counters_.store_put_bytes.fetch_add(body.size(), std::memory_order_relaxed);
+  if (disk_) disk_->Put(key, block);
+  return Status::OK();
+}
+
+Result<BlockRef> ChunkStore::GetStaged(const std::string& key) {
+  if (!staging_) return BlockRef();
+  ASSIGN_OR_RETURN(BlockRef block, staging_->Get(key));
+  if (block && mem_) mem_->Put(key, block);
+  return block;
+}
+
+Status ChunkStore::StageBlock(uint64_t id, uint32_t index, std::string_view data) {
+  const std::string key = BlockKey(id, index, uint32_t(data.size()));
+  if (staging_) {
+    Status st = staging_->Append({StagingArea::Block{key, data}});
+    if (st.ok()) {
+      if (mem_) mem_->Put(key, std::make_shared<const std::string>(data));
+      return Status::OK();
+    }
+    counters_.staging_fallbacks.fetch_add(1, std::memory_order_relaxed);
+    LOG_WARN("cannot stage block {}, uploading it directly: {}", key, st.ToString());
+  }
+  std::string block(data);
+  return PutBlock(key, &block);
+}
+
+Status ChunkStore::StageBlocks(const std::vector<BlockView>& blocks) {
+  if (!staging_) return Status::Err(EINVAL, "writeback is off");
+  std::vector<StagingArea::Block> batch;
+  batch.reserve(blocks.size());
+  for (const BlockView& b : blocks) batch.push_back({BlockKey(b.id, b.index, uint32_t(b.data.size())), b.data});
+  Status st = staging_->Append(batch);
+  if (!st.ok()) counters_.staging_fallbacks.fetch_add(blocks.size(), std::memory_order_relaxed);
+  return st;
+}
+
+void ChunkStore::CacheBlock(uint64_t id, uint32_t index, std::string data) {
+  if (!mem_) return;
+  const std::string key = BlockKey(id, index, uint32_t(data.size()));
+  mem_->Put(key, std::make_shared<const std::string>(std::move(data)));
+}
+
+Status ChunkStore::SyncStaged() { return staging_ ? staging_->Sync() : Status::OK(); }
+
+void ChunkStore::DrainStaged(const std::function<void(const ChunkStats&)>& progress) {
+  if (!staging_) return;
+  staging_->Drain([&](const StagingArea::Stats&) {
+    if (progress) progress(stats());
+  });
+}
+
 void ChunkStore::ForgetBlock(const std::string& key) {
   if (mem_) mem_->Erase(key);
   if (disk_) disk_->Erase(key);
@@ -338,6 +435,15 @@ ChunkStats ChunkStore::stats() const {
     s.disk_evictions = d.evictions;
     s.disk_dropped_writes = d.dropped_writes;
   }
+  s.staging_fallbacks = counters_.staging_fallbacks.load(std::memory_order_relaxed);
+  if (staging_) {
+    const StagingArea::Stats w = staging_->stats();
+    s.writeback_enabled = true;
+    s.staged_blocks = w.pending_blocks;
+    s.staged_bytes = w.pending_bytes;
+    s.staged_uploads = w.uploaded;
+    s.staged_upload_failures = w.upload_failures;
+  }
   return s;
 }
 
@@ -362,6 +468,7 @@ Status ChunkStore::DeleteSlice(uint64_t id, uint32_t size) {
   for (uint32_t i = 0, count = BlockCount(size, config_.block_size); i < count; ++i) {
     const std::string key = BlockKey(id, i, BlockLen(size, config_.block_size, i));
     ForgetBlock(key);
+    if (staging_) staging_->Cancel(key);
     Status st = store_->Delete(key);
     if (!st.ok() && first.ok()) first = st.With("delete slice " + std::to_string(id));
   }

@@ -17,6 +17,7 @@
 #include "chunk/disk_cache.h"
 #include "chunk/layout.h"
 #include "chunk/mem_cache.h"
+#include "chunk/staging.h"
 #include "common/status.h"
 #include "object/object_store.h"
 
@@ -51,6 +52,21 @@ struct StoreConfig {
   double free_space_ratio = 0.1;
   CacheEviction cache_eviction = CacheEviction::kLru;
 
+  // Writeback (--writeback): StageBlock(s) put blocks in a staging area on
+  // the local disk, cache_dir/<cache_volume>/rawstaging (staging.h), and
+  // background workers upload them. Needs cache_dir; independent of
+  // cache_size (the read cache may be off). Blocks left staged by an earlier
+  // client are uploaded from the start.
+  bool writeback = false;
+  // Background upload workers in writeback mode.
+  size_t max_uploads = 20;
+  // Writeback: a staged block is uploaded once it is this old, so blocks
+  // overwritten and compacted (or deleted) meanwhile are never uploaded.
+  uint32_t upload_delay_ms = 0;
+  // Delay before retrying a failed background upload, doubling up to the max.
+  uint32_t upload_retry_ms = 100;
+  uint32_t upload_retry_max_ms = 5000;
+
   // OK, or EINVAL naming the bad field.
   Status Validate() const;
 };
@@ -75,6 +91,13 @@ struct ChunkStats {
   uint64_t disk_corrupt = 0;         // corrupt cache files found (deleted, refetched)
   uint64_t disk_evictions = 0;
   uint64_t disk_dropped_writes = 0;  // blocks not cached: queue full, no room or write error
+
+  bool writeback_enabled = false;
+  uint64_t staged_blocks = 0;          // staged, not uploaded yet
+  uint64_t staged_bytes = 0;
+  uint64_t staged_uploads = 0;         // background uploads done since start
+  uint64_t staged_upload_failures = 0; // failed attempts (all retried)
+  uint64_t staging_fallbacks = 0;      // blocks uploaded directly: the staging area refused them
 };
 
 // Accumulates the bytes of one new slice and uploads them as blocks: block i
@@ -103,7 +126,8 @@ class SliceWriter {
 
 class SliceWriterImpl;
 
-// Reads go through the memory cache, then the disk cache, then the object
+// Reads go through the memory cache, then the writeback staging area (blocks
+// staged, not uploaded yet), then the disk cache, then the object
 // store; a block fetched from the store, or uploaded by a writer
 // (write-through), is put in both caches (the disk write happens in the
 // background). With a cache or compression on, a read that
@@ -119,9 +143,12 @@ class SliceWriterImpl;
 class ChunkStore {
  public:
   // An invalid disk cache configuration (see StoreConfig::Validate) or an
-  // unusable cache directory is logged and the disk cache left off.
+  // unusable cache directory is logged and the disk cache left off. A
+  // staging area that cannot be opened leaves writeback off, with the reason
+  // in writeback_status().
   ChunkStore(object::ObjectStore* store, StoreConfig config);
-  // Finishes pending disk cache writes.
+  // Stops the background uploads (staged blocks stay on disk), then
+  // finishes pending disk cache writes.
   ~ChunkStore();
   ChunkStore(const ChunkStore&) = delete;
   ChunkStore& operator=(const ChunkStore&) = delete;
@@ -147,9 +174,37 @@ class ChunkStore {
   // it in the memory cache. For writers that manage their own block buffers.
   Status UploadBlock(uint64_t id, uint32_t index, std::string_view data);
   // Deletes every block object of slice (id, size), and drops the blocks
-  // from the caches; missing blocks are fine. Tries every block and returns
-  // the first error.
+  // from the caches (and cancels their staged uploads); missing blocks are
+  // fine. Tries every block and returns the first error.
   Status DeleteSlice(uint64_t id, uint32_t size);
+
+  // Writeback. On when config().writeback was set and the staging area
+  // opened; writeback_status() says why not otherwise.
+  bool writeback() const { return staging_ != nullptr; }
+  const Status& writeback_status() const { return writeback_status_; }
+  // Stages block `index` of slice id (like UploadBlock) and returns: the
+  // block is readable at once, survives a crash of this process, and is
+  // uploaded in the background. If the staging area refuses it (disk full,
+  // write error) or writeback is off, uploads it directly instead.
+  Status StageBlock(uint64_t id, uint32_t index, std::string_view data);
+  struct BlockView {
+    uint64_t id = 0;
+    uint32_t index = 0;
+    std::string_view data;  // block `index` of slice id, whole
+  };
+  // Stages many blocks with one write (a commit of many small slices). On
+  // failure nothing is staged (the caller uploads them directly); EINVAL
+  // without writeback. Unlike StageBlock, it leaves the memory cache alone:
+  // see CacheBlock.
+  Status StageBlocks(const std::vector<BlockView>& blocks);
+  // Puts a block the caller hands over (just staged) in the memory cache.
+  void CacheBlock(uint64_t id, uint32_t index, std::string data);
+  // Makes every block staged so far durable on the local disk (a group
+  // commit; call it before committing the slices). OK without writeback.
+  Status SyncStaged();
+  // Waits until every staged block is uploaded (for `umount --flush`),
+  // calling progress about once a second. No-op without writeback.
+  void DrainStaged(const std::function<void(const ChunkStats&)>& progress = {});
 
   const StoreConfig& config() const { return config_; }
   object::ObjectStore* store() const { return store_; }
@@ -181,6 +236,11 @@ class ChunkStore {
   // Uploads one block (compressing it); on success moves *block into the
   // caches (leaving it unspecified), on failure leaves it alone.
   Status PutBlock(const std::string& key, std::string* block);
+  // Uploads a staged block (compressing it) and offers it to the disk cache.
+  Status PutStaged(const std::string& key, const BlockRef& block);
+  // The staged block if key is staged (then also put in the memory cache);
+  // nullptr if not; EIO if its staged copy is lost.
+  Result<BlockRef> GetStaged(const std::string& key);
   void ForgetBlock(const std::string& key);
 
   object::ObjectStore* const store_;
@@ -190,6 +250,7 @@ class ChunkStore {
   const std::unique_ptr<DiskBlockCache> disk_;  // null when off
   const bool whole_blocks_;  // fetch whole blocks: a cache or compression is on
   std::function<void(uint64_t, uint32_t, uint32_t)> partial_miss_hook_;  // set before use
+  Status writeback_status_;  // immutable after construction
 
   std::mutex flights_mu_;
   std::unordered_map<std::string, std::shared_ptr<Flight>> flights_;  // guarded by flights_mu_
@@ -197,8 +258,12 @@ class ChunkStore {
   struct Counters {
     std::atomic<uint64_t> mem_hits{0}, mem_misses{0}, disk_hits{0}, disk_misses{0}, shared_fetches{0};
     std::atomic<uint64_t> store_gets{0}, store_get_bytes{0}, store_puts{0}, store_put_bytes{0};
+    std::atomic<uint64_t> staging_fallbacks{0};
   };
   mutable Counters counters_;
+
+  // Last: its upload workers use everything above, so it goes first.
+  std::unique_ptr<StagingArea> staging_;  // self-synchronised; null without writeback
 };
 
 }  // namespace tessera::chunk

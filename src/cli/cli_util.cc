@@ -10,6 +10,23 @@
 
 namespace tessera::cli {
 
+object::StoreOptions MakeStoreOptions(const std::string& storage, const std::string& bucket,
+                                      const StoreFlags* flags, const std::string& region) {
+  object::StoreOptions so;
+  so.storage = storage;
+  so.bucket = bucket;
+  so.region = region;
+  if (flags) {
+    so.access_key = flags->access_key;
+    so.secret_key = flags->secret_key;
+    if (!flags->region.empty()) so.region = flags->region;
+    so.get_timeout_sec = flags->get_timeout_sec;
+    so.put_timeout_sec = flags->put_timeout_sec;
+    so.io_retries = flags->io_retries;
+  }
+  return so;
+}
+
 int Fail(const std::string& msg) {
   std::fprintf(stderr, "tessera: %s\n", msg.c_str());
   return 1;
@@ -39,7 +56,9 @@ Result<Volume> OpenVolume(const std::string& meta_url) {
     return f.status().With(RedactUrl(meta_url));
   }
   v.format = *f;
-  auto s = object::Open(object::StoreOptions{v.format.storage, v.format.bucket});
+  // s3 credentials come from the environment (AWS_ACCESS_KEY_ID, ...): the
+  // settings never hold the secret.
+  auto s = object::Open(MakeStoreOptions(v.format.storage, v.format.bucket, nullptr, v.format.region));
   if (!s.ok()) return s.status().With("cannot open object storage");
   v.store = std::move(*s);
   return v;

@@ -4,6 +4,7 @@
 #include <memory>
 #include <string>
 
+#include "cli/commands.h"
 #include "common/status.h"
 #include "meta/meta.h"
 #include "object/object_store.h"
@@ -18,6 +19,11 @@ struct Volume {
 };
 // Opens the volume at META-URL; ENOENT with a clear message when there is none.
 Result<Volume> OpenVolume(const std::string& meta_url);
+
+// The object store options for storage/bucket with the s3 flags; region is
+// the volume's when flags is null (mount: credentials from the environment).
+object::StoreOptions MakeStoreOptions(const std::string& storage, const std::string& bucket,
+                                      const StoreFlags* flags, const std::string& region = "");
 
 // Prints "tessera: MSG" on stderr and returns exit code 1.
 int Fail(const std::string& msg);

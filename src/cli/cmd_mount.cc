@@ -7,9 +7,11 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <thread>
 
 #include <fmt/format.h>
@@ -40,8 +42,60 @@ std::string DefaultLogFile() {
   return dir + "/tessera.log";
 }
 
+std::string DefaultCacheDir() {
+  if (geteuid() == 0) return "/var/cache/tessera";
+  const char* home = getenv("HOME");
+  return std::string(home ? home : "/tmp") + "/.tessera/cache";
+}
+
+std::string Bytes(uint64_t n) {
+  if (n >= (1ull << 30)) return fmt::format("{:.1f} GiB", double(n) / double(1ull << 30));
+  if (n >= (1ull << 20)) return fmt::format("{:.1f} MiB", double(n) / double(1ull << 20));
+  return fmt::format("{} bytes", n);
+}
+
+// --writeback: publishes the upload backlog (mount_state.h) about once a
+// second while the mount is served, for `info` and `umount --flush`.
+class WritebackReporter {
+ public:
+  WritebackReporter(chunk::ChunkStore* chunks, std::string mount_point)
+      : chunks_(chunks), mount_point_(std::move(mount_point)) {
+    thread_ = std::thread([this] {
+      std::unique_lock<std::mutex> lk(mu_);
+      while (!stop_) {
+        lk.unlock();
+        Publish(false);
+        lk.lock();
+        cv_.wait_for(lk, std::chrono::seconds(1), [&] { return stop_; });
+      }
+    });
+  }
+  ~WritebackReporter() { Stop(); }
+  void Stop() {
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+  void Publish(bool draining) {
+    chunk::ChunkStats s = chunks_->stats();
+    (void)WriteWritebackState(mount_point_, WritebackState{s.staged_blocks, s.staged_bytes, s.staged_uploads, draining});
+  }
+
+ private:
+  chunk::ChunkStore* const chunks_;
+  const std::string mount_point_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;  // guarded by mu_
+  std::thread thread_;
+};
+
 // Serves the mount; reports the mount result through `report` (once).
 int Serve(const MountOptions& o, const std::string& mount_point, const std::function<void(const Status&)>& report) {
+  RemoveWritebackState(mount_point);  // a flush request left by an earlier client
   auto vol = OpenVolume(o.meta_url);
   if (!vol.ok()) {
     report(vol.status());
@@ -56,14 +110,20 @@ int Serve(const MountOptions& o, const std::string& mount_point, const std::func
   }
   sc.compression = *compression;
   sc.mem_cache_bytes = o.mem_cache_mib << 20;
+  // File storage needs no read cache (the data is local already), so its
+  // default cache dir is off, except as --writeback's staging area.
   std::string cache_dir = o.cache_dir;
-  if (cache_dir.empty() && vol->format.storage != "file")
-    cache_dir = geteuid() == 0 ? "/var/cache/tessera" : std::string(getenv("HOME") ? getenv("HOME") : "/tmp") + "/.tessera/cache";
+  const bool read_cache = !cache_dir.empty() || vol->format.storage != "file";
+  if (cache_dir.empty() && (vol->format.storage != "file" || o.writeback)) cache_dir = DefaultCacheDir();
+  if (o.writeback && cache_dir == "none") {
+    report(Status::Err(EINVAL, "--writeback stages blocks in the cache directory: it cannot be used with --cache-dir none"));
+    return 1;
+  }
   if (cache_dir != "none" && !cache_dir.empty()) {
     mkdir(cache_dir.c_str(), 0755);
     sc.cache_dir = cache_dir;
     sc.cache_volume = vol->format.uuid;
-    sc.cache_size = o.cache_size_mib << 20;
+    sc.cache_size = read_cache ? o.cache_size_mib << 20 : 0;
     sc.free_space_ratio = o.free_space_ratio;
     auto eviction = chunk::ParseCacheEviction(o.cache_eviction);
     if (!eviction.ok()) {
@@ -72,12 +132,28 @@ int Serve(const MountOptions& o, const std::string& mount_point, const std::func
     }
     sc.cache_eviction = *eviction;
   }
+  sc.writeback = o.writeback;
+  sc.max_uploads = o.max_uploads;
+  sc.upload_delay_ms = uint32_t(o.upload_delay * 1000);
   Status valid = sc.Validate();
   if (!valid.ok()) {
     report(valid);
     return 1;
   }
   chunk::ChunkStore chunks(vol->store.get(), sc);
+  std::unique_ptr<WritebackReporter> reporter;
+  if (o.writeback) {
+    if (!chunks.writeback()) {
+      report(chunks.writeback_status().With("--writeback"));
+      return 1;
+    }
+    chunk::ChunkStats cs = chunks.stats();
+    LOG_INFO("writeback: blocks are staged in {}/{}/rawstaging, then uploaded by {} workers{}", cache_dir,
+             vol->format.uuid, o.max_uploads,
+             cs.staged_blocks ? fmt::format(" ({} block(s) staged by an earlier client are uploading)", cs.staged_blocks)
+                              : "");
+    reporter = std::make_unique<WritebackReporter>(&chunks, mount_point);
+  }
   vfs::Config cfg;
   cfg.attr_timeout = o.attr_cache;
   cfg.entry_timeout = o.entry_cache;
@@ -89,6 +165,7 @@ int Serve(const MountOptions& o, const std::string& mount_point, const std::func
   cfg.compact_threshold = o.compact_threshold;
   cfg.max_readahead = o.max_readahead_mib << 20;
   cfg.prefetch = o.prefetch > 0;
+  cfg.enable_cap = o.enable_cap;
   cfg.mount_point = mount_point;
   vfs::Vfs vfs(vol->meta.get(), &chunks, cfg);
   Status st = vfs.Start();
@@ -115,6 +192,21 @@ int Serve(const MountOptions& o, const std::string& mount_point, const std::func
   });
   RemoveMountState(mount_point);
   vfs.Stop();
+  if (reporter) {
+    reporter->Stop();
+    chunk::ChunkStats cs = chunks.stats();
+    if (FlushRequested(mount_point)) {
+      LOG_INFO("umount --flush: uploading {} staged block(s), {}", cs.staged_blocks, Bytes(cs.staged_bytes));
+      reporter->Publish(true);
+      chunks.DrainStaged([&](const chunk::ChunkStats&) { reporter->Publish(true); });
+      LOG_INFO("umount --flush: every staged block is uploaded");
+    } else if (cs.staged_blocks > 0) {
+      LOG_INFO("{} staged block(s), {}, not uploaded yet: they stay in the cache directory and the next mount "
+               "uploads them (umount --flush waits for them)",
+               cs.staged_blocks, Bytes(cs.staged_bytes));
+    }
+  }
+  RemoveWritebackState(mount_point);
   if (!st.ok()) {
     LOG_ERROR("{}", st.ToString());
     return 1;
@@ -137,6 +229,9 @@ int Mount(const MountOptions& o) {
     return Fail("cache timeouts must not be negative");
   if (o.cache_eviction != "lru" && o.cache_eviction != "2-random")
     return Fail(fmt::format("--cache-eviction must be lru or 2-random, not '{}'", o.cache_eviction));
+  if (o.upload_delay > 0 && !o.writeback) return Fail("--upload-delay needs --writeback");
+  if (o.writeback && o.cache_dir == "none")
+    return Fail("--writeback stages blocks in the cache directory: it cannot be used with --cache-dir none");
   if (o.debug) SetLogLevel(LogLevel::kDebug);
   {
     // Fail fast, in the foreground, on a bad URL or a missing volume.
@@ -161,9 +256,12 @@ int Mount(const MountOptions& o) {
     int null_fd = open("/dev/null", O_RDWR);
     int log_fd = open(log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
     if (null_fd >= 0) dup2(null_fd, STDIN_FILENO);
-    if (log_fd >= 0) {
-      dup2(log_fd, STDOUT_FILENO);
-      dup2(log_fd, STDERR_FILENO);
+    // Never keep the caller's terminal or pipes open (a caller waiting for
+    // EOF on them would wait for the whole life of the mount).
+    int out_fd = log_fd >= 0 ? log_fd : null_fd;
+    if (out_fd >= 0) {
+      dup2(out_fd, STDOUT_FILENO);
+      dup2(out_fd, STDERR_FILENO);
     }
     bool reported = false;
     int rc = Serve(o, mp, [&](const Status& s) {
@@ -198,27 +296,57 @@ int Mount(const MountOptions& o) {
   return Fail(fmt::format("mounted at {} but the file system does not answer; see {}", mp, log_file));
 }
 
-int Umount(const std::string& mount_point, bool force) {
+int Umount(const std::string& mount_point, bool force, bool flush) {
   char* real = realpath(mount_point.c_str(), nullptr);
   std::string mp = real ? real : mount_point;
   free(real);
   auto state = ReadMountState(mp);
+  if (flush) {
+    if (!state.ok()) return Fail(fmt::format("{} is not a Tessera mount of this host: nothing to flush", mp));
+    Status st = RequestFlush(mp);
+    if (!st.ok()) return Fail(fmt::format("cannot ask the client to flush: {}", st.ToString()));
+  }
+  auto failed = [&](const std::string& msg) {
+    if (flush) RemoveWritebackState(mp);
+    return Fail(msg);
+  };
   int rc;
   if (geteuid() == 0) {
     rc = umount2(mp.c_str(), force ? MNT_DETACH : 0);
     if (rc != 0) {
-      if (errno == EINVAL) return Fail(fmt::format("{} is not mounted", mp));
-      if (errno == EBUSY) return Fail(fmt::format("{} is busy (use --force for a lazy unmount)", mp));
-      return Fail(fmt::format("umount {}: {}", mp, strerror(errno)));
+      if (errno == EINVAL) return failed(fmt::format("{} is not mounted", mp));
+      if (errno == EBUSY) return failed(fmt::format("{} is busy (use --force for a lazy unmount)", mp));
+      return failed(fmt::format("umount {}: {}", mp, strerror(errno)));
     }
   } else {
     std::string cmd = fmt::format("fusermount3 -u {} '{}'", force ? "-z" : "", mp);
-    if (std::system(cmd.c_str()) != 0) return Fail(fmt::format("cannot unmount {}", mp));
+    if (std::system(cmd.c_str()) != 0) return failed(fmt::format("cannot unmount {}", mp));
   }
-  // Wait for the client to finish its session (bounded).
-  if (state.ok() && state->pid > 0) {
+  if (!state.ok() || state->pid <= 0) return 0;
+  if (!flush) {
+    // Wait for the client to finish its session (bounded). Blocks staged by
+    // --writeback and not uploaded yet stay on its cache disk.
     for (int i = 0; i < 600 && kill(state->pid, 0) == 0; ++i)
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    return 0;
+  }
+  // --flush: the client exits once every staged block is uploaded (it
+  // retries failed uploads for as long as it takes).
+  auto next_report = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while (kill(state->pid, 0) == 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (std::chrono::steady_clock::now() < next_report) continue;
+    next_report += std::chrono::seconds(5);
+    auto wb = ReadWritebackState(mp);
+    if (wb.ok() && wb->staged_blocks > 0)
+      std::fprintf(stderr, "tessera: waiting for %llu staged block(s), %s, to upload\n",
+                   (unsigned long long)wb->staged_blocks, Bytes(wb->staged_bytes).c_str());
+  }
+  // The client clears the request once everything is uploaded.
+  if (FlushRequested(mp)) {
+    RemoveWritebackState(mp);
+    return Fail("the client exited before every staged block was uploaded; they stay staged and the next "
+                "mount with --writeback uploads them");
   }
   return 0;
 }

@@ -311,7 +311,7 @@ Status Cleanup(ObjectStore* store, const ObjbenchOptions& o, const std::string& 
 }  // namespace
 
 int Objbench(const ObjbenchOptions& o) {
-  auto store = object::Open(object::StoreOptions{o.storage, o.bucket});
+  auto store = object::Open(MakeStoreOptions(o.storage, o.bucket, &o.store));
   if (!store.ok()) return Fail(store.status().ToString());
   ObjectStore* s = store->get();
   const std::string prefix = fmt::format("{}/{}/", kRootPrefix, RandomHex());

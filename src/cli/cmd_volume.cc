@@ -13,6 +13,7 @@
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "cli/mount_state.h"
+#include "common/log.h"
 #include "common/url.h"
 #include "meta/meta.h"
 #include "object/object_store.h"
@@ -48,7 +49,10 @@ int Format(const FormatOptions& o) {
     return Fail(fmt::format("invalid --block-size {} KiB: must be between 64 and 16384", o.block_size_kib));
   if (!chunk::ParseCompression(o.compress).ok())
     return Fail(fmt::format("unsupported --compress '{}' (supported: none, lz4, zstd)", o.compress));
-  if (o.storage != "file") return Fail(fmt::format("unsupported --storage '{}' (supported: file)", o.storage));
+  if (o.storage != "file" && o.storage != "s3")
+    return Fail(fmt::format("unsupported --storage '{}' (supported: file, s3)", o.storage));
+  if (o.storage == "s3" && o.bucket.empty())
+    return Fail("--storage s3 needs --bucket http(s)://HOST[:PORT]/BUCKET or http(s)://BUCKET.HOST[:PORT]");
   if (o.trash_days < 0) return Fail("--trash-days must not be negative");
 
   auto m = OpenMeta(o.meta_url, /*must_exist=*/false);
@@ -79,8 +83,16 @@ int Format(const FormatOptions& o) {
   f.capacity = o.capacity_gib << 30;
   f.inodes = o.inodes;
 
-  auto store = object::Open(object::StoreOptions{f.storage, f.bucket});
+  const object::StoreOptions so = MakeStoreOptions(f.storage, f.bucket, &o.store);
+  if (f.storage == "s3") {
+    // The effective signing region is kept, so a mount needs no AWS_REGION.
+    const char* env_region = getenv("AWS_REGION") ? getenv("AWS_REGION") : getenv("AWS_DEFAULT_REGION");
+    f.region = !so.region.empty() ? so.region : env_region ? env_region : "";
+  }
+  auto store = object::Open(so);
   if (!store.ok()) return Fail(store.status().ToString());
+  // A failing probe ends in one line with the last error; its retries stay quiet.
+  SetLogLevel(LogLevel::kError);
   Status st = ProbeStore(store->get());
   if (!st.ok()) return Fail(fmt::format("object storage {} is not usable: {}", (*store)->Describe(), st.ToString()));
 
@@ -91,6 +103,10 @@ int Format(const FormatOptions& o) {
   std::printf("%s\n", loaded->ToJson().c_str());
   std::fprintf(stderr, "tessera: volume '%s' formatted (metadata %s, data %s)\n", loaded->name.c_str(),
                RedactUrl(o.meta_url).c_str(), (*store)->Describe().c_str());
+  if (f.storage == "s3") {
+    std::fprintf(stderr, "tessera: the s3 credentials are not stored in the volume: set AWS_ACCESS_KEY_ID and "
+                         "AWS_SECRET_ACCESS_KEY for 'tessera mount'\n");
+  }
   return 0;
 }
 
@@ -159,6 +175,9 @@ int Info(const std::vector<std::string>& paths) {
     }
     std::printf("%s :\n  inode: %llu\n  mode: %o\n  nlink: %u\n  size: %llu\n", path.c_str(),
                 (unsigned long long)st.st_ino, a.mode, a.nlink, (unsigned long long)a.length);
+    if (auto wb = ReadWritebackState(state->mount_point); wb.ok())
+      std::printf("  mount writeback: %llu block(s), %llu bytes staged locally, not uploaded yet\n",
+                  (unsigned long long)wb->staged_blocks, (unsigned long long)wb->staged_bytes);
     if (!a.IsFile()) continue;
     uint64_t chunks = (a.length + chunk::kChunkSize - 1) / chunk::kChunkSize;
     std::printf("  chunks: %llu\n", (unsigned long long)chunks);

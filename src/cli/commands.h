@@ -9,11 +9,24 @@
 
 namespace tessera::cli {
 
+// Object storage flags of format and objbench beyond --storage and --bucket
+// (s3 only). Empty credentials and region fall back to the AWS_* environment
+// variables (object/object_store.h).
+struct StoreFlags {
+  std::string access_key;
+  std::string secret_key;  // never printed, never stored in the volume settings
+  std::string region;
+  int get_timeout_sec = 60;
+  int put_timeout_sec = 60;
+  int io_retries = 10;
+};
+
 struct FormatOptions {
   std::string meta_url;
   std::string name;
   std::string storage = "file";
-  std::string bucket;  // default: /var/lib/tessera/NAME (root) or ~/.tessera/local/NAME
+  std::string bucket;  // default for file: /var/lib/tessera/NAME (root) or ~/.tessera/local/NAME
+  StoreFlags store;
   uint32_t block_size_kib = 4096;
   std::string compress = "none";
   int trash_days = 0;
@@ -36,6 +49,10 @@ struct MountOptions {
   bool no_allow_other = false;
   bool non_default_permission = false;
   bool writeback_cache = false;
+  // Stage blocks on the local cache disk and upload them in the background
+  // (needs a cache dir; with file storage the default one is used for it).
+  bool writeback = false;
+  double upload_delay = 0;  // --writeback: seconds a staged block waits before its upload
   std::vector<std::string> fuse_options;  // -o a,b,c
   uint64_t buffer_size_mib = 300;
   size_t max_uploads = 20;
@@ -47,10 +64,13 @@ struct MountOptions {
   uint32_t compact_threshold = 64;
   uint64_t max_readahead_mib = 32;
   int prefetch = 1;
+  bool enable_cap = false;  // store security.capability (the kernel asks for it before every write)
 };
 int Mount(const MountOptions& o);
 
-int Umount(const std::string& mount_point, bool force);
+// flush: the client uploads every block staged by --writeback before it
+// exits, and Umount waits for that (without it they stay staged on disk).
+int Umount(const std::string& mount_point, bool force, bool flush);
 int ShowStatus(const std::string& meta_url);
 int Info(const std::vector<std::string>& paths);
 int Fsck(const std::string& meta_url);
@@ -69,11 +89,21 @@ struct BenchOptions {
 };
 int Bench(const BenchOptions& o);
 
+// `tessera bench-meta META-URL`: operations per second of the metadata
+// engine itself, per operation, from N threads.
+struct BenchMetaOptions {
+  std::string meta_url;
+  uint64_t count = 1000;  // per thread and phase
+  int threads = 1;
+};
+int BenchMeta(const BenchMetaOptions& o);
+
 // `tessera objbench`: functional checks, then throughput and latency of an
 // object store, on objects under a unique prefix that are removed afterwards.
 struct ObjbenchOptions {
   std::string storage = "file";
   std::string bucket;
+  StoreFlags store;
   uint64_t block_size_kib = 4096;       // the big object is put as objects of this size
   uint64_t small_object_size_kib = 128;
   uint64_t big_object_size_mib = 1024;  // 0 skips the big object

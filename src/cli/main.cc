@@ -4,8 +4,27 @@
 #include <cstdio>
 
 #include "cli/commands.h"
+#include "common/url.h"
 
 using namespace tessera::cli;  // NOLINT
+
+namespace {
+
+// The s3 flags shared by format and objbench.
+void AddStoreFlags(CLI::App* cmd, StoreFlags* f) {
+  cmd->add_option("--access-key", f->access_key, "s3 access key (default: $AWS_ACCESS_KEY_ID)");
+  cmd->add_option("--secret-key", f->secret_key,
+                  "s3 secret key (default: $AWS_SECRET_ACCESS_KEY; the environment keeps it out of ps)");
+  cmd->add_option("--region", f->region, "s3 signing region (default: $AWS_REGION, $AWS_DEFAULT_REGION, us-east-1)");
+  cmd->add_option("--get-timeout", f->get_timeout_sec, "s3: seconds for each GET/HEAD/LIST/DELETE attempt")
+      ->capture_default_str()->check(CLI::Range(1, 86400));
+  cmd->add_option("--put-timeout", f->put_timeout_sec, "s3: seconds for each PUT attempt")
+      ->capture_default_str()->check(CLI::Range(1, 86400));
+  cmd->add_option("--io-retries", f->io_retries, "s3: retries of a request failing with 5xx, 429 or a network error")
+      ->capture_default_str()->check(CLI::Range(0, 1000));
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"Tessera: a distributed POSIX file system on object storage.\n"
@@ -18,11 +37,16 @@ int main(int argc, char** argv) {
   FormatOptions fo;
   auto* format = app.add_subcommand("format", "Format a volume: write its settings and root directory");
   format->footer("Examples:\n  tessera format sqlite3:///var/lib/tessera/myjfs.db myjfs\n"
-                 "  tessera format sqlite3://meta.db vol1 --bucket /data/vol1 --block-size 1024");
+                 "  tessera format sqlite3://meta.db vol1 --bucket /data/vol1 --block-size 1024\n"
+                 "  AWS_ACCESS_KEY_ID=... AWS_SECRET_ACCESS_KEY=... tessera format sqlite3://meta.db vol2 \\\n"
+                 "      --storage s3 --bucket http://127.0.0.1:9000/vol2   # mount with the same AWS_* variables");
   format->add_option("META-URL", fo.meta_url, "metadata engine address (sqlite3://PATH)")->required();
   format->add_option("NAME", fo.name, "volume name: 3-63 characters of a-z, 0-9 and '-'")->required();
-  format->add_option("--storage", fo.storage, "object storage type (file)")->capture_default_str();
-  format->add_option("--bucket", fo.bucket, "bucket: a directory for file storage (default /var/lib/tessera/NAME)");
+  format->add_option("--storage", fo.storage, "object storage type (file or s3)")->capture_default_str();
+  format->add_option("--bucket", fo.bucket,
+                     "bucket: a directory for file storage (default /var/lib/tessera/NAME), "
+                     "for s3 http(s)://HOST[:PORT]/BUCKET or http(s)://BUCKET.HOST");
+  AddStoreFlags(format, &fo.store);
   format->add_option("--block-size", fo.block_size_kib, "size of a block in KiB (64 to 16384)")->capture_default_str();
   format->add_option("--compress", fo.compress, "compression of blocks: none, lz4 or zstd")->capture_default_str();
   format->add_option("--trash-days", fo.trash_days, "days deleted files stay in the trash (0 = off)")->capture_default_str();
@@ -49,7 +73,8 @@ int main(int argc, char** argv) {
   mount->add_option("--buffer-size", mo.buffer_size_mib, "memory for buffered writes, MiB (writers wait beyond it)")
       ->capture_default_str()->check(CLI::Range(16, 1 << 20));
   mount->add_option("--max-uploads", mo.max_uploads, "concurrent block uploads")->capture_default_str()->check(CLI::Range(1, 1000));
-  mount->add_option("--cache-dir", mo.cache_dir, "local disk cache directory ('none' disables; default /var/cache/tessera, off for file storage)");
+  mount->add_option("--cache-dir", mo.cache_dir, "local disk cache directory ('none' disables; default /var/cache/tessera, off for file storage "
+                    "except for --writeback staging)");
   mount->add_option("--cache-size", mo.cache_size_mib, "disk cache size, MiB")
       ->capture_default_str()->check(CLI::Range(uint64_t(0), uint64_t(1) << 40));
   mount->add_option("--free-space-ratio", mo.free_space_ratio, "keep this fraction of the cache disk free")
@@ -59,6 +84,9 @@ int main(int argc, char** argv) {
       ->capture_default_str()->check(CLI::Range(uint64_t(0), uint64_t(1) << 24));
   mount->add_option("--max-readahead", mo.max_readahead_mib, "read-ahead window for sequential reads, MiB (0 = off)")
       ->capture_default_str()->check(CLI::Range(uint64_t(0), uint64_t(4096)));
+  mount->add_flag("--enable-cap", mo.enable_cap,
+                  "support the security.capability xattr (file capabilities); off, the kernel's lookup of it "
+                  "before every write is answered at once");
   mount->add_option("--prefetch", mo.prefetch, "load the whole block in the background after a partial read (0 = off)")
       ->capture_default_str()->check(CLI::Range(0, 1));
   mount->add_option("--compact-threshold", mo.compact_threshold, "compact a chunk in the background once it has this many slices (0 = never)")
@@ -67,13 +95,22 @@ int main(int argc, char** argv) {
   mount->add_flag("--non-default-permission", mo.non_default_permission,
                   "do not let the kernel check permissions (the engine still does)");
   mount->add_flag("--writeback-cache", mo.writeback_cache, "enable the kernel writeback cache (weaker close-to-open)");
+  mount->add_flag("--writeback", mo.writeback,
+                  "acknowledge writes once staged on the local cache disk, upload in the background "
+                  "(other clients see the data once uploaded; see docs/consistency.md)");
+  mount->add_option("--upload-delay", mo.upload_delay,
+                    "--writeback: seconds a staged block waits before its upload (blocks overwritten and compacted, "
+                    "or deleted, meanwhile are never uploaded)")
+      ->capture_default_str()->check(CLI::Range(0.0, 86400.0));
   mount->add_option("-o", mo.fuse_options, "other FUSE mount options, comma separated")->delimiter(',');
 
   std::string umount_point;
   bool umount_force = false;
+  bool umount_flush = false;
   auto* umount = app.add_subcommand("umount", "Unmount a volume and wait for its client to exit");
   umount->add_option("MOUNTPOINT", umount_point, "mount point")->required();
   umount->add_flag("-f,--force", umount_force, "lazy unmount even if busy");
+  umount->add_flag("--flush", umount_flush, "wait until every block staged by --writeback is uploaded");
 
   std::string status_url;
   auto* status = app.add_subcommand("status", "Show a volume's settings and active sessions");
@@ -111,8 +148,9 @@ int main(int argc, char** argv) {
   auto* objbench = app.add_subcommand("objbench", "Check an object store's behaviour, then benchmark it");
   objbench->footer("Examples:\n  tessera objbench --storage file --bucket /data/bucket\n"
                    "  tessera objbench --storage file --bucket /tmp/b --big-object-size 64 -p 8");
-  objbench->add_option("--storage", ob.storage, "object storage type (file)")->capture_default_str();
-  objbench->add_option("--bucket", ob.bucket, "bucket: a directory for file storage")->required();
+  objbench->add_option("--storage", ob.storage, "object storage type (file or s3)")->capture_default_str();
+  objbench->add_option("--bucket", ob.bucket, "bucket: a directory for file storage, a URL for s3")->required();
+  AddStoreFlags(objbench, &ob.store);
   objbench->add_option("--block-size", ob.block_size_kib, "size of the objects the big object is split into, KiB")
       ->capture_default_str()->check(CLI::Range(1, 1 << 20));
   objbench->add_option("--small-object-size", ob.small_object_size_kib, "size of each small object, KiB")
@@ -123,6 +161,16 @@ int main(int argc, char** argv) {
       ->capture_default_str()->check(CLI::Range(0, 10000000));
   objbench->add_option("-p,--threads", ob.threads, "concurrent threads")->capture_default_str()->check(CLI::Range(1, 256));
 
+  BenchMetaOptions bm;
+  auto* bench_meta = app.add_subcommand("bench-meta", "Benchmark the metadata engine alone (no FUSE, no objects)");
+  bench_meta->footer("Examples:\n  tessera bench-meta redis://127.0.0.1:6379/1 -p 4\n"
+                     "  tessera bench-meta sqlite3://meta.db --count 2000");
+  bench_meta->add_option("META-URL", bm.meta_url, "metadata engine of a formatted volume (a scratch directory is used)")
+      ->required();
+  bench_meta->add_option("--count", bm.count, "operations per thread and phase")
+      ->capture_default_str()->check(CLI::Range(1, 10000000));
+  bench_meta->add_option("-p,--threads", bm.threads, "concurrent threads")->capture_default_str()->check(CLI::Range(1, 256));
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -132,9 +180,10 @@ int main(int argc, char** argv) {
     }
     return app.exit(e);
   }
+  tessera::HidePasswordsInArgs(argc, argv);  // CLI11 holds its own copies
   if (*format) return Format(fo);
   if (*mount) return Mount(mo);
-  if (*umount) return Umount(umount_point, umount_force);
+  if (*umount) return Umount(umount_point, umount_force, umount_flush);
   if (*status) return ShowStatus(status_url);
   if (*info) return Info(info_paths);
   if (*fsck) return Fsck(fsck_url);
@@ -142,5 +191,6 @@ int main(int argc, char** argv) {
   if (*version) return Version();
   if (*bench) return Bench(bo);
   if (*objbench) return Objbench(ob);
+  if (*bench_meta) return BenchMeta(bm);
   return 2;
 }

@@ -18,22 +18,26 @@ std::string StateDir() {
   if (geteuid() == 0) return "/run/tessera";
   return fmt::format("/tmp/tessera-{}", geteuid());
 }
-std::string StatePath(const std::string& mount_point) {
-  return fmt::format("{}/{:016x}.mount", StateDir(), std::hash<std::string>{}(mount_point));
+std::string StatePath(const std::string& mount_point, const char* ext = "mount") {
+  return fmt::format("{}/{:016x}.{}", StateDir(), std::hash<std::string>{}(mount_point), ext);
 }
-}  // namespace
 
-Status WriteMountState(const MountState& s) {
+// Writes body to path atomically (temporary file, rename), mode 0600.
+Status WriteStateFile(const std::string& path, const std::string& body) {
   std::string dir = StateDir();
   if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return Status::Err(errno, "cannot create " + dir);
-  std::string path = StatePath(s.mount_point), tmp = path + ".tmp";
+  std::string tmp = path + ".tmp";
   int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
   if (fd < 0) return Status::Err(errno, "cannot write " + tmp);
-  std::string body = fmt::format("{}\n{}\n{}\n", s.mount_point, s.pid, s.meta_url);
   bool ok = write(fd, body.data(), body.size()) == ssize_t(body.size());
   close(fd);
   if (!ok || rename(tmp.c_str(), path.c_str()) != 0) return Status::Err(EIO, "cannot write " + path);
   return Status::OK();
+}
+}  // namespace
+
+Status WriteMountState(const MountState& s) {
+  return WriteStateFile(StatePath(s.mount_point), fmt::format("{}\n{}\n{}\n", s.mount_point, s.pid, s.meta_url));
 }
 
 Result<MountState> ReadMountState(const std::string& mount_point) {
@@ -50,6 +54,34 @@ Result<MountState> ReadMountState(const std::string& mount_point) {
 }
 
 void RemoveMountState(const std::string& mount_point) { unlink(StatePath(mount_point).c_str()); }
+
+Status WriteWritebackState(const std::string& mount_point, const WritebackState& s) {
+  return WriteStateFile(StatePath(mount_point, "writeback"),
+                        fmt::format("{} {} {} {}\n", s.staged_blocks, s.staged_bytes, s.uploaded, s.draining ? 1 : 0));
+}
+
+Result<WritebackState> ReadWritebackState(const std::string& mount_point) {
+  std::ifstream in(StatePath(mount_point, "writeback"));
+  WritebackState s;
+  int draining = 0;
+  if (!(in >> s.staged_blocks >> s.staged_bytes >> s.uploaded >> draining))
+    return Status::Err(ENOENT, "no writeback state for " + mount_point);
+  s.draining = draining != 0;
+  return s;
+}
+
+Status RequestFlush(const std::string& mount_point) {
+  return WriteStateFile(StatePath(mount_point, "flush"), "flush\n");
+}
+
+bool FlushRequested(const std::string& mount_point) {
+  return access(StatePath(mount_point, "flush").c_str(), F_OK) == 0;
+}
+
+void RemoveWritebackState(const std::string& mount_point) {
+  unlink(StatePath(mount_point, "writeback").c_str());
+  unlink(StatePath(mount_point, "flush").c_str());
+}
 
 Result<MountState> MountStateOf(const std::string& path) {
   auto mp = FindMountPoint(path);

@@ -19,6 +19,24 @@ Status WriteMountState(const MountState& s);
 Result<MountState> ReadMountState(const std::string& mount_point);
 void RemoveMountState(const std::string& mount_point);
 
+// Writeback progress of a mount (--writeback), refreshed about once a second
+// by its client in a file next to the state file; read by `info` and by
+// `umount --flush`.
+struct WritebackState {
+  uint64_t staged_blocks = 0;  // staged on the local disk, not uploaded yet
+  uint64_t staged_bytes = 0;
+  uint64_t uploaded = 0;       // staged blocks uploaded since the mount started
+  bool draining = false;       // unmounted; uploading the rest before exiting
+};
+Status WriteWritebackState(const std::string& mount_point, const WritebackState& s);
+Result<WritebackState> ReadWritebackState(const std::string& mount_point);
+// `umount --flush` leaves a flag file that asks the client of mount_point to
+// upload every staged block before it exits.
+Status RequestFlush(const std::string& mount_point);
+bool FlushRequested(const std::string& mount_point);
+// Removes the writeback state file and the flush flag.
+void RemoveWritebackState(const std::string& mount_point);
+
 // The mount point containing path (walks up until the device changes).
 Result<std::string> FindMountPoint(const std::string& path);
 // The state of the Tessera mount that contains path; ENOENT with a clear

@@ -7,6 +7,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 
@@ -23,6 +24,7 @@ using meta::Ino;
 struct State {
   vfs::Vfs* vfs;
   MountOptions opts;
+  fuse_session* se = nullptr;  // set before the session loop starts
 };
 
 State* S(fuse_req_t req) { return static_cast<State*>(fuse_req_userdata(req)); }
@@ -227,6 +229,11 @@ void OpOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   Attr a;
   Status st = V(req)->Open(Ctx(req), ino, fi->flags, &h, &a);
   if (!st.ok()) return ReplyErr(req, st);
+  // Close-to-open: the file changed since this client last saw it (maybe in
+  // another client), so the kernel's cached attributes (its i_size above
+  // all) are stale too; drop them (pages go with !keep_cache). Attributes
+  // only (offset < 0): no page locks, safe inside the open.
+  if (!h->keep_cache && S(req)->se) (void)fuse_lowlevel_notify_inval_inode(S(req)->se, ino, -1, 0);
   ReplyOpen(req, fi, h);
 }
 
@@ -282,13 +289,15 @@ void OpOpendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 
 void DoReaddir(fuse_req_t req, size_t size, off_t off, fuse_file_info* fi, bool plus) {
   const std::vector<meta::Entry>* entries = nullptr;
-  Status st = V(req)->ReadDir(Ctx(req), H(fi), uint64_t(off), plus, &entries);
+  uint64_t base = 0;
+  Status st = V(req)->ReadDir(Ctx(req), H(fi), uint64_t(off), plus, &entries, &base);
   if (!st.ok()) return ReplyErr(req, st);
   std::unique_ptr<char[]> buf(new char[size]);
   size_t used = 0;
   std::vector<Ino> counted;
-  for (size_t i = size_t(off); i < entries->size(); ++i) {
-    const meta::Entry& e = (*entries)[i];
+  // One window at most: a short reply is fine, the kernel asks again.
+  for (uint64_t i = std::max<uint64_t>(uint64_t(off), base); i - base < entries->size(); ++i) {
+    const meta::Entry& e = (*entries)[i - base];
     size_t n;
     if (plus) {
       fuse_entry_param p = MakeEntry(req, e.ino, e.attr);
@@ -489,6 +498,7 @@ Status Serve(vfs::Vfs* vfs, const MountOptions& opts, const std::function<void(c
 
   fuse_lowlevel_ops ops = MakeOps();
   fuse_session* se = fuse_session_new(&args, &ops, sizeof(ops), &state);
+  state.se = se;
   if (!se) {
     Status st = Status::Err(EINVAL, "cannot create FUSE session (bad mount options?)");
     on_mounted(st);

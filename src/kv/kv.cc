@@ -2,7 +2,9 @@
 
 #include <cassert>
 
+#include "common/url.h"
 #include "kv/memory_kv.h"
+#include "kv/postgres_kv.h"
 #include "kv/sqlite_kv.h"
 
 namespace tessera::kv {
@@ -33,14 +35,16 @@ Result<int64_t> Txn::Incr(std::string_view key, int64_t delta) {
 }
 
 Result<std::unique_ptr<Engine>> Open(const std::string& url) {
-  const std::string expected = "expected memory://[NAME] or sqlite3://PATH";
+  const std::string expected =
+      "expected memory://[NAME], sqlite3://PATH or postgres://[USER[:PASSWORD]@]HOST[:PORT]/DB";
   const size_t sep = url.find("://");
   if (sep == std::string::npos) {
-    return Status::Err(EINVAL, "kv: malformed metadata URL '" + url + "': " + expected);
+    return Status::Err(EINVAL, "kv: malformed metadata URL '" + RedactUrl(url) + "': " + expected);
   }
   const std::string scheme = url.substr(0, sep);
   const std::string rest = url.substr(sep + 3);
   if (scheme == "memory") return OpenMemory(rest);
+  if (scheme == "postgres" || scheme == "postgresql") return OpenPostgres(url);
   if (scheme == "sqlite3") {
     if (rest.empty()) {
       return Status::Err(EINVAL, "kv: metadata URL '" + url + "' has no database path: expected sqlite3://PATH");
@@ -54,7 +58,8 @@ Result<std::unique_ptr<Engine>> Open(const std::string& url) {
     }
     return OpenSqlite(rest);
   }
-  return Status::Err(EINVAL, "kv: unknown scheme '" + scheme + "' in metadata URL '" + url + "': " + expected);
+  return Status::Err(EINVAL,
+                     "kv: unknown scheme '" + scheme + "' in metadata URL '" + RedactUrl(url) + "': " + expected);
 }
 
 void AppendU64BE(std::string* s, uint64_t v) {

@@ -3,8 +3,9 @@
 // strings, ordered bytewise. A transaction sees its own writes, and either all
 // of its writes become visible atomically or none do.
 //
-// Backends: memory (unit tests), sqlite3 (embedded default). One conformance
-// suite (tests/kv/kv_conformance_test.cc) runs on every backend.
+// Backends: memory (unit tests), sqlite3 (embedded default), postgres (a
+// shared server; sqlite3 and postgres share their SQL core, sql_kv.h). One
+// conformance suite (tests/kv/kv_conformance_test.cc) runs on every backend.
 #pragma once
 
 #include <functional>
@@ -51,12 +52,14 @@ class Engine {
   virtual Status Run(const TxnFn& fn, bool read_only = false) = 0;
   // Removes every key (format --force).
   virtual Status DropAll() = 0;
-  // e.g. "sqlite3", "memory"
+  // e.g. "sqlite3", "memory", "postgres" (never a URL or password)
   virtual std::string Name() const = 0;
 };
 
 // Opens an engine from a URL: "memory://[name]", "sqlite3://PATH" (creates the
-// file if missing). Returns EINVAL with a clear message for a malformed URL.
+// file if missing), "postgres://..." or "postgresql://..." (a libpq URI, see
+// postgres_kv.h). Returns EINVAL with a clear message for a malformed URL.
+// Messages never include a password from the URL.
 // Memory engines opened with the same non-empty name share their data while
 // any of them is open; "memory://" is always a new private store.
 Result<std::unique_ptr<Engine>> Open(const std::string& url);

@@ -2,59 +2,17 @@
 
 #include <sqlite3.h>
 
-#include <algorithm>
-#include <chrono>
-#include <condition_variable>
 #include <filesystem>
-#include <mutex>
-#include <random>
-#include <thread>
 #include <utility>
-#include <vector>
+
+#include "kv/sql_kv.h"
 
 namespace tessera::kv {
 namespace {
 
-constexpr const char* kSchema = "CREATE TABLE IF NOT EXISTS kv (k BLOB PRIMARY KEY, v BLOB NOT NULL) WITHOUT ROWID";
-
-// Statements prepared once per connection.
-enum Stmt {
-  kBegin,
-  kBeginImmediate,
-  kCommit,
-  kRollback,
-  kGet,
-  kPut,
-  kDelete,
-  kScanRange,
-  kScanFrom,
-  kDeleteAll,
-  kNumStmts
-};
-constexpr const char* kSql[kNumStmts] = {
-    "BEGIN",
-    "BEGIN IMMEDIATE",
-    "COMMIT",
-    "ROLLBACK",
-    "SELECT v FROM kv WHERE k = ?1",
-    "INSERT OR REPLACE INTO kv (k, v) VALUES (?1, ?2)",
-    "DELETE FROM kv WHERE k = ?1",
-    "SELECT k, v FROM kv WHERE k >= ?1 AND k < ?2 ORDER BY k LIMIT ?3",
-    "SELECT k, v FROM kv WHERE k >= ?1 ORDER BY k LIMIT ?2",
-    "DELETE FROM kv",
-};
-
-// Scan fetches rows in batches that grow from the first to the last size, so
-// a scan stopped early reads little and a long one needs few queries.
-constexpr int64_t kFirstScanBatch = 32;
-constexpr int64_t kMaxScanBatch = 1024;
-
-using Rows = std::vector<std::pair<std::string, std::string>>;
-
-bool IsBusy(int rc) {
-  rc &= 0xff;
-  return rc == SQLITE_BUSY || rc == SQLITE_LOCKED;
-}
+using sql::Failure;
+using sql::Rows;
+using sql::Stmt;
 
 int ErrnoFor(int rc, sqlite3* db) {
   switch (rc & 0xff) {
@@ -88,16 +46,6 @@ std::string ColumnBlob(sqlite3_stmt* stmt, int column) {
   return size > 0 ? std::string(static_cast<const char*>(data), size) : std::string();
 }
 
-// Sleeps before another attempt of something that found the database busy: a
-// random time in [cap/2, cap], cap = 2^attempt ms up to 64 ms, so competing
-// processes fall out of step.
-void Backoff(int attempt) {
-  thread_local std::minstd_rand rng(std::random_device{}());
-  const int cap_us = 1000 << std::min(attempt, 6);
-  std::uniform_int_distribution<int> dist(cap_us / 2, cap_us);
-  std::this_thread::sleep_for(std::chrono::microseconds(dist(rng)));
-}
-
 // Resets a statement on every exit path, leaving it ready for reuse and
 // releasing what it holds.
 class ResetOnExit {
@@ -111,13 +59,20 @@ class ResetOnExit {
   sqlite3_stmt* const stmt_;
 };
 
-// One SQLite connection with its prepared statements. Not thread-safe: the
-// engine's pool lends it to one thread at a time, which is why it is opened
-// with SQLITE_OPEN_NOMUTEX.
-class Conn {
+// One SQLite connection with its prepared statements: the driver of the
+// shared SQL engine (sql_kv.h). Not thread-safe: the engine's pool lends it to
+// one thread at a time, which is why it is opened with SQLITE_OPEN_NOMUTEX.
+class SqliteConn {
  public:
-  static Result<std::unique_ptr<Conn>> Open(const std::string& path, const SqliteOptions& options) {
-    std::unique_ptr<Conn> conn(new Conn(path));
+  struct Config {
+    std::string path;  // absolute
+    SqliteOptions options;
+  };
+
+  static Result<std::unique_ptr<SqliteConn>> Open(const Config& config) {
+    const std::string& path = config.path;
+    const SqliteOptions& options = config.options;
+    std::unique_ptr<SqliteConn> conn(new SqliteConn(path));
     sqlite3*& db = conn->db_;
     int rc =
         sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
@@ -132,40 +87,42 @@ class Conn {
     // timeout, when another process races to do the same (waiting could
     // deadlock). So the setup is retried like a transaction.
     for (int attempt = 1;; ++attempt) {
-      conn->ClearBusy();
+      conn->ClearFailure();
       Status status = conn->Setup();
       if (status.ok()) break;
-      if (!conn->busy() || attempt >= options.max_attempts) return status;
-      Backoff(attempt);
+      if (conn->failure() != Failure::kRetry || attempt >= options.max_attempts) return status;
+      sql::Backoff(attempt);
     }
-    for (int i = 0; i < kNumStmts; ++i) {
-      rc = sqlite3_prepare_v3(db, kSql[i], -1, SQLITE_PREPARE_PERSISTENT, &conn->stmts_[i], nullptr);
-      if (rc != SQLITE_OK) return conn->Error(rc, std::string("prepare ") + kSql[i]);
+    for (int i = 0; i < sql::kNumStmts; ++i) {
+      const std::string text = sql::StatementText(sql::kSqliteDialect, static_cast<Stmt>(i));
+      rc = sqlite3_prepare_v3(db, text.c_str(), -1, SQLITE_PREPARE_PERSISTENT, &conn->stmts_[i], nullptr);
+      if (rc != SQLITE_OK) return conn->Error(rc, "prepare " + text);
     }
     return conn;
   }
 
-  ~Conn() {
+  ~SqliteConn() {
     for (sqlite3_stmt* stmt : stmts_) sqlite3_finalize(stmt);
     sqlite3_close_v2(db_);  // rolls back an open transaction
   }
-  Conn(const Conn&) = delete;
-  Conn& operator=(const Conn&) = delete;
+  SqliteConn(const SqliteConn&) = delete;
+  SqliteConn& operator=(const SqliteConn&) = delete;
 
-  Status Begin(bool read_only) { return Exec(read_only ? kBegin : kBeginImmediate, "begin"); }
-  Status Commit() { return Exec(kCommit, "commit"); }
+  Status Begin(bool read_only) { return Exec(read_only ? sql::kBeginRead : sql::kBeginWrite, "begin"); }
+  Status Commit() { return Exec(sql::kCommit, "commit"); }
   // Rolls back the open transaction, if any (SQLite ends it by itself after
   // some errors).
-  Status Rollback() { return InTxn() ? Exec(kRollback, "rollback") : Status::OK(); }
-  bool InTxn() const { return sqlite3_get_autocommit(db_) == 0; }
+  Status Rollback() { return InTxn() ? Exec(sql::kRollback, "rollback") : Status::OK(); }
+  bool Reusable() const { return !InTxn(); }
 
-  // Whether a call failed with SQLITE_BUSY/SQLITE_LOCKED since ClearBusy().
-  // Recorded here so that a retry happens even if fn swallowed the error.
-  bool busy() const { return busy_; }
-  void ClearBusy() { busy_ = false; }
+  // Failure::kRetry if a call failed with SQLITE_BUSY/SQLITE_LOCKED since
+  // ClearFailure(). Recorded here so that a retry happens even if fn
+  // swallowed the error.
+  Failure failure() const { return failure_; }
+  void ClearFailure() { failure_ = Failure::kNone; }
 
   Result<std::string> Get(std::string_view key) {
-    sqlite3_stmt* stmt = stmts_[kGet];
+    sqlite3_stmt* stmt = stmts_[sql::kGet];
     ResetOnExit reset(stmt);
     if (int rc = BindBlob(stmt, 1, key); rc != SQLITE_OK) return Error(rc, "get");
     const int rc = sqlite3_step(stmt);
@@ -175,7 +132,7 @@ class Conn {
   }
 
   Status Put(std::string_view key, std::string_view value) {
-    sqlite3_stmt* stmt = stmts_[kPut];
+    sqlite3_stmt* stmt = stmts_[sql::kPut];
     ResetOnExit reset(stmt);
     int rc = BindBlob(stmt, 1, key);
     if (rc == SQLITE_OK) rc = BindBlob(stmt, 2, value);
@@ -184,19 +141,19 @@ class Conn {
   }
 
   Status Delete(std::string_view key) {
-    sqlite3_stmt* stmt = stmts_[kDelete];
+    sqlite3_stmt* stmt = stmts_[sql::kDelete];
     ResetOnExit reset(stmt);
     int rc = BindBlob(stmt, 1, key);
     if (rc == SQLITE_OK) rc = sqlite3_step(stmt);
     return rc == SQLITE_DONE ? Status::OK() : Error(rc, "delete");
   }
 
-  Status DeleteAll() { return Exec(kDeleteAll, "delete all"); }
+  Status DeleteAll() { return Exec(sql::kDeleteAll, "delete all"); }
 
   // Appends to *rows at most limit rows with keys in [from, end) (end empty:
   // no upper bound), in key order.
   Status ScanBatch(std::string_view from, std::string_view end, int64_t limit, Rows* rows) {
-    sqlite3_stmt* stmt = stmts_[end.empty() ? kScanFrom : kScanRange];
+    sqlite3_stmt* stmt = stmts_[end.empty() ? sql::kScanFrom : sql::kScanRange];
     ResetOnExit reset(stmt);
     int index = 1;
     int rc = BindBlob(stmt, index++, from);
@@ -208,7 +165,9 @@ class Conn {
   }
 
  private:
-  explicit Conn(std::string path) : path_(std::move(path)) {}
+  explicit SqliteConn(std::string path) : path_(std::move(path)) {}
+
+  bool InTxn() const { return sqlite3_get_autocommit(db_) == 0; }
 
   Status Exec(Stmt which, std::string_view what) {
     sqlite3_stmt* stmt = stmts_[which];
@@ -221,7 +180,7 @@ class Conn {
     RETURN_IF_ERROR(EnableWal());
     int rc = sqlite3_exec(db_, "PRAGMA synchronous=NORMAL", nullptr, nullptr, nullptr);
     if (rc != SQLITE_OK) return Error(rc, "set synchronous=NORMAL");
-    rc = sqlite3_exec(db_, kSchema, nullptr, nullptr, nullptr);
+    rc = sqlite3_exec(db_, sql::kSqliteDialect.create_table, nullptr, nullptr, nullptr);
     return rc == SQLITE_OK ? Status::OK() : Error(rc, "create table");
   }
 
@@ -242,7 +201,7 @@ class Conn {
   }
 
   Status Error(int rc, std::string_view what) {
-    if (IsBusy(rc)) busy_ = true;
+    if (sql::ClassifySqlite(rc) == Failure::kRetry) failure_ = Failure::kRetry;
     std::string msg = "sqlite3 '" + path_ + "': " + std::string(what) + ": ";
     msg += db_ != nullptr ? sqlite3_errmsg(db_) : sqlite3_errstr(rc);
     return Status::Err(ErrnoFor(rc, db_), std::move(msg));
@@ -250,164 +209,8 @@ class Conn {
 
   const std::string path_;
   sqlite3* db_ = nullptr;
-  sqlite3_stmt* stmts_[kNumStmts] = {};
-  bool busy_ = false;
-};
-
-// Runs each operation on the connection inside its open SQLite transaction,
-// so reads see the transaction's own writes. Not thread-safe.
-class SqliteTxn final : public Txn {
- public:
-  SqliteTxn(Conn* conn, bool read_only) : conn_(conn), read_only_(read_only) {}
-
-  Result<std::string> Get(std::string_view key) override { return conn_->Get(key); }
-
-  Status Put(std::string_view key, std::string_view value) override {
-    if (read_only_) return Status::Err(EINVAL, "kv: Put in a read-only transaction");
-    return conn_->Put(key, value);
-  }
-
-  Status Delete(std::string_view key) override {
-    if (read_only_) return Status::Err(EINVAL, "kv: Delete in a read-only transaction");
-    return conn_->Delete(key);
-  }
-
-  // fn runs between batch queries, never while a statement is active, so it
-  // may read and write through this transaction.
-  Status Scan(std::string_view begin, std::string_view end, size_t limit, const ScanFn& fn) override {
-    std::string from(begin);
-    Rows rows;
-    size_t visited = 0;
-    for (int64_t batch = kFirstScanBatch;; batch = std::min(batch * 2, kMaxScanBatch)) {
-      const int64_t want = limit == 0 ? batch : std::min(batch, static_cast<int64_t>(limit - visited));
-      rows.clear();
-      RETURN_IF_ERROR(conn_->ScanBatch(from, end, want, &rows));
-      for (const auto& [key, value] : rows) {
-        if (!fn(key, value)) return Status::OK();
-      }
-      visited += rows.size();
-      if (static_cast<int64_t>(rows.size()) < want || visited == limit) return Status::OK();
-      // Resume at the smallest key after the last one.
-      from = std::move(rows.back().first);
-      from.push_back('\0');
-    }
-  }
-
- private:
-  Conn* const conn_;
-  const bool read_only_;
-};
-
-// Thread-safe. Lock order: writer_mu_ before mu_. fn must not call Run on the
-// same engine (a nested write transaction would deadlock on writer_mu_).
-class SqliteEngine final : public Engine {
- public:
-  SqliteEngine(std::string path, const SqliteOptions& options, std::unique_ptr<Conn> first)
-      : path_(std::move(path)), options_(options) {
-    idle_.push_back(std::move(first));
-    open_conns_ = 1;
-  }
-
-  Status Run(const TxnFn& fn, bool read_only) override {
-    return Transact(read_only, [&](Conn& conn) {
-      SqliteTxn txn(&conn, read_only);
-      return fn(txn);
-    });
-  }
-
-  Status DropAll() override {
-    return Transact(false, [](Conn& conn) { return conn.DeleteAll(); });
-  }
-
-  std::string Name() const override { return "sqlite3"; }
-
- private:
-  // A connection borrowed from the pool, returned on every exit path.
-  class Lease {
-   public:
-    Lease(SqliteEngine* engine, std::unique_ptr<Conn> conn) : engine_(engine), conn_(std::move(conn)) {}
-    ~Lease() { engine_->Release(std::move(conn_)); }
-    Lease(const Lease&) = delete;
-    Lease& operator=(const Lease&) = delete;
-    Conn& operator*() const { return *conn_; }
-
-   private:
-    SqliteEngine* const engine_;
-    std::unique_ptr<Conn> conn_;
-  };
-
-  // Runs body(conn) between BEGIN and COMMIT, retrying the whole transaction
-  // while SQLite reports a busy or locked database.
-  template <typename Body>
-  Status Transact(bool read_only, const Body& body) {
-    // This process's writers queue here rather than in SQLite's busy handler,
-    // which polls with sleeps; only other processes make BEGIN IMMEDIATE wait.
-    std::unique_lock<std::mutex> writer(writer_mu_, std::defer_lock);
-    if (!read_only) writer.lock();
-    Result<std::unique_ptr<Conn>> acquired = Acquire();
-    if (!acquired.ok()) return acquired.status();
-    Lease lease(this, std::move(acquired).value());
-    Conn& conn = *lease;
-    for (int attempt = 1;; ++attempt) {
-      conn.ClearBusy();
-      Status status = conn.Begin(read_only);
-      if (status.ok()) status = body(conn);
-      if (status.ok() && !conn.busy()) status = conn.Commit();
-      if (status.ok() && !conn.busy()) return status;
-      RETURN_IF_ERROR(conn.Rollback());
-      if (!conn.busy()) return status;  // fn's own error, or a hard SQLite error
-      if (attempt >= options_.max_attempts) {
-        return Status::Err(EBUSY, "sqlite3 '" + path_ + "': database still busy after " + std::to_string(attempt) +
-                                      " attempts" + (status.ok() ? "" : ": " + status.message()));
-      }
-      Backoff(attempt);
-    }
-  }
-
-  Result<std::unique_ptr<Conn>> Acquire() {
-    {
-      std::unique_lock lock(mu_);
-      conn_freed_.wait(lock, [&] { return !idle_.empty() || open_conns_ < options_.max_connections; });
-      if (!idle_.empty()) {
-        Result<std::unique_ptr<Conn>> conn(std::move(idle_.back()));
-        idle_.pop_back();
-        return conn;
-      }
-      ++open_conns_;
-    }
-    Result<std::unique_ptr<Conn>> conn = Conn::Open(path_, options_);
-    if (!conn.ok()) {
-      std::lock_guard lock(mu_);
-      --open_conns_;
-      conn_freed_.notify_one();
-    }
-    return conn;
-  }
-
-  void Release(std::unique_ptr<Conn> conn) {
-    // A connection still inside a transaction (its rollback failed) is closed,
-    // which rolls back, rather than handed to the next caller.
-    if (conn->InTxn()) conn.reset();
-    std::lock_guard lock(mu_);
-    if (conn) {
-      idle_.push_back(std::move(conn));  // LIFO: reuses the warmest page cache
-    } else {
-      --open_conns_;
-    }
-    conn_freed_.notify_one();
-  }
-
-  // Immutable.
-  const std::string path_;
-  const SqliteOptions options_;
-
-  // Held for the whole of each write transaction of this process.
-  std::mutex writer_mu_;
-
-  std::mutex mu_;
-  std::condition_variable conn_freed_;       // signalled when idle_ or open_conns_ changes
-  std::vector<std::unique_ptr<Conn>> idle_;  // guarded by mu_
-  int open_conns_ = 0;                       // guarded by mu_; idle plus lent out
+  sqlite3_stmt* stmts_[sql::kNumStmts] = {};
+  Failure failure_ = Failure::kNone;
 };
 
 }  // namespace
@@ -423,8 +226,17 @@ Result<std::unique_ptr<Engine>> OpenSqlite(const std::string& path, const Sqlite
   const std::filesystem::path absolute = std::filesystem::absolute(path, ec);
   if (ec) return Status::Err(EINVAL, "sqlite3 '" + path + "': cannot resolve path: " + ec.message());
   // The first connection reports a bad path now, and creates file and table.
-  ASSIGN_OR_RETURN(std::unique_ptr<Conn> first, Conn::Open(absolute.string(), options));
-  return std::unique_ptr<Engine>(std::make_unique<SqliteEngine>(absolute.string(), options, std::move(first)));
+  SqliteConn::Config config{absolute.string(), options};
+  ASSIGN_OR_RETURN(std::unique_ptr<SqliteConn> first, SqliteConn::Open(config));
+  sql::PoolOptions pool;
+  pool.max_connections = options.max_connections;
+  pool.max_attempts = options.max_attempts;
+  // This process's writers queue on a mutex rather than in SQLite's busy
+  // handler, which polls with sleeps; only other processes make BEGIN
+  // IMMEDIATE wait.
+  pool.serialize_writers = true;
+  return std::unique_ptr<Engine>(std::make_unique<sql::SqlEngine<SqliteConn>>(
+      sql::kSqliteDialect, std::move(config), "sqlite3 '" + absolute.string() + "'", pool, std::move(first)));
 }
 
 }  // namespace tessera::kv

@@ -1,7 +1,8 @@
 // SQLite kv::Engine: the embedded default metadata engine.
 //
 // Schema: one table `kv (k BLOB PRIMARY KEY, v BLOB NOT NULL) WITHOUT ROWID`;
-// blobs compare bytewise, which is the kv::Engine key order.
+// blobs compare bytewise, which is the kv::Engine key order. Statements, pool
+// and transaction loop are shared with the postgres engine (sql_kv.h).
 //
 // Durability: WAL journal with synchronous=NORMAL. A committed transaction
 // survives a crash of the process (it is in the WAL, in the OS page cache);

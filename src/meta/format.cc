@@ -14,6 +14,7 @@ std::string Format::ToJson() const {
       {"Compression", compression}, {"TrashDays", trash_days}, {"Capacity", capacity},
       {"Inodes", inodes},
   };
+  if (!region.empty()) j["Region"] = region;
   return j.dump(2);
 }
 
@@ -27,6 +28,7 @@ Result<Format> Format::FromJson(const std::string& text) {
     f.uuid = j.value("UUID", "");
     f.storage = j.value("Storage", "file");
     f.bucket = j.value("Bucket", "");
+    f.region = j.value("Region", "");
     f.block_size = j.value("BlockSize", 4u << 20);
     f.compression = j.value("Compression", "none");
     f.trash_days = j.value("TrashDays", 0);

@@ -17,6 +17,7 @@ struct Format {
   std::string uuid;
   std::string storage = "file";
   std::string bucket;
+  std::string region;  // s3 only ("" = from the environment, else us-east-1); credentials are never stored
   uint32_t block_size = 4u << 20;  // bytes
   std::string compression = "none";
   int trash_days = 0;

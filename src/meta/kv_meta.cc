@@ -16,6 +16,9 @@
 #include <fmt/format.h>
 
 #include "meta/encoding.h"
+#include "meta/meta_util.h"
+#include "meta/redis_meta.h"
+#include "common/url.h"
 
 namespace tessera::meta {
 
@@ -24,24 +27,6 @@ using chunk::Slice;
 using namespace keys;  // NOLINT
 
 namespace {
-
-constexpr uint64_t kInodeBatch = 64;
-constexpr uint64_t kSliceBatch = 256;
-constexpr uint64_t kDefaultCapacity = 1ull << 50;  // reported when no capacity is set
-constexpr uint64_t kDefaultInodes = 10ull << 20;
-
-uint64_t Align4K(uint64_t n) { return (n + 4095) & ~uint64_t(4095); }
-
-Status ValidName(const std::string& name) {
-  if (name.empty()) return Status::Err(ENOENT);
-  if (name.size() > kMaxName) return Status::Err(ENAMETOOLONG);
-  if (name.find('/') != std::string::npos || name.find('\0') != std::string::npos) return Status::Err(EINVAL);
-  return Status::OK();
-}
-
-// "." and ".." exist in every directory without being stored, so they can be
-// neither created (EEXIST) nor unlinked (EISDIR), as in Linux.
-bool IsDotName(const std::string& name) { return name == "." || name == ".."; }
 
 Status GetAttrTx(kv::Txn& tx, Ino ino, Attr* attr) {
   auto v = tx.Get(AttrKey(ino));
@@ -158,54 +143,28 @@ Status AppendSlicesTx(kv::Txn& tx, const std::string& key, std::string value, co
   return tx.Put(key, value);
 }
 
-// A process on this host is alive unless it is gone or a zombie (a killed
-// client whose parent has not reaped it).
-bool ProcessAlive(uint32_t pid) {
-  if (pid == 0) return false;
-  if (kill(pid_t(pid), 0) != 0 && errno == ESRCH) return false;
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  if (!std::getline(stat, line)) return true;  // no /proc: trust kill()
-  auto paren = line.rfind(')');
-  return !(paren != std::string::npos && paren + 2 < line.size() && (line[paren + 2] == 'Z' || line[paren + 2] == 'X'));
-}
-
-std::string HostName() {
-  char buf[256] = {0};
-  gethostname(buf, sizeof(buf) - 1);
-  return buf;
-}
-
 }  // namespace
 
 // ---------------------------------------------------------------- basics
 
-KvMeta::KvMeta(std::unique_ptr<kv::Engine> engine) : engine_(std::move(engine)) {}
+KvMeta::KvMeta(std::unique_ptr<kv::Engine> engine)
+    : engine_(std::move(engine)),
+      inode_ids_(kInodeBatch, [this](uint64_t batch) { return ReserveIds(kNextInode, batch); }),
+      slice_ids_(kSliceBatch, [this](uint64_t batch) { return ReserveIds(kNextSlice, batch); }) {}
 KvMeta::~KvMeta() = default;
 
-Result<uint64_t> KvMeta::AllocId(const char* counter, IdPool* pool, uint64_t batch) {
-  std::lock_guard<std::mutex> g(id_mu_);
-  if (pool->next >= pool->end) {
-    int64_t end = 0;
-    RETURN_IF_ERROR(engine_->Run([&](kv::Txn& tx) {
-      auto r = tx.Incr(CounterKey(counter), int64_t(batch));
-      if (!r.ok()) return r.status();
-      end = *r;
-      return Status::OK();
-    }));
-    // Counters hold the last id handed out; ids start after the initial value.
-    pool->next = uint64_t(end) - batch + 1;
-    pool->end = uint64_t(end) + 1;
-  }
-  return pool->next++;
+Result<int64_t> KvMeta::ReserveIds(const char* counter, uint64_t batch) {
+  int64_t last = 0;
+  RETURN_IF_ERROR(engine_->Run([&](kv::Txn& tx) {
+    ASSIGN_OR_RETURN(last, tx.Incr(CounterKey(counter), int64_t(batch)));
+    return Status::OK();
+  }));
+  return last;
 }
 
-Result<uint64_t> KvMeta::NewSliceId() { return AllocId(kNextSlice, &slice_pool_, kSliceBatch); }
+Result<uint64_t> KvMeta::NewSliceId() { return slice_ids_.Next(); }
 
-void KvMeta::AddRef(Ino ino) {
-  std::lock_guard<std::mutex> g(open_mu_);
-  refs_[ino]++;
-}
+void KvMeta::AddRef(Ino ino) { refs_.Add(ino); }
 
 Status KvMeta::Init(const Format& format, bool force) {
   Timespec now = Now();
@@ -260,23 +219,14 @@ Status KvMeta::StatFS(const Context& ctx, StatFs* out) {
         return Status::OK();
       },
       true));
-  used = std::max<int64_t>(used, 0);
-  inodes = std::max<int64_t>(inodes, 0);
-  uint64_t cap = format_.capacity ? format_.capacity : kDefaultCapacity;
-  out->total_space = std::max<uint64_t>(cap, uint64_t(used));
-  out->avail_space = out->total_space - uint64_t(used);
-  uint64_t ilimit = format_.inodes ? format_.inodes : std::max<uint64_t>(kDefaultInodes, uint64_t(inodes) * 2);
-  out->used_inodes = uint64_t(inodes);
-  out->avail_inodes = ilimit > uint64_t(inodes) ? ilimit - uint64_t(inodes) : 0;
+  FillStatFs(format_, used, inodes, out);
   return Status::OK();
 }
 
 // ---------------------------------------------------------------- sessions
 
 Status KvMeta::NewSession(const SessionInfo& in) {
-  SessionInfo info = in;
-  if (info.host.empty()) info.host = HostName();
-  if (info.pid == 0) info.pid = uint32_t(getpid());
+  SessionInfo info = CompleteSession(in);
   return engine_->Run([&](kv::Txn& tx) {
     auto r = tx.Incr(CounterKey(kNextSession), 1);
     if (!r.ok()) return r.status();
@@ -295,11 +245,7 @@ Status KvMeta::Heartbeat() {
 
 Status KvMeta::CloseSession() {
   if (sid_ == 0) return Status::OK();
-  {
-    std::lock_guard<std::mutex> g(open_mu_);
-    refs_.clear();
-    sustained_.clear();
-  }
+  refs_.Clear();
   Status st = engine_->Run([&](kv::Txn& tx) { return CleanSessionTx(tx, sid_); });
   if (st.ok()) sid_ = 0;
   return st;
@@ -365,13 +311,10 @@ Result<std::vector<SessionInfo>> KvMeta::ListSessions() {
 
 Result<int> KvMeta::CleanStaleSessions(int64_t timeout_sec) {
   ASSIGN_OR_RETURN(auto sessions, ListSessions());
-  std::string host = HostName();
   int64_t now = Now().sec;
   int cleaned = 0;
   for (const auto& s : sessions) {
-    if (s.sid == sid_) continue;
-    bool dead = now - s.heartbeat > timeout_sec || (s.host == host && !ProcessAlive(s.pid));
-    if (!dead) continue;
+    if (s.sid == sid_ || !SessionDead(s, now, timeout_sec)) continue;
     RETURN_IF_ERROR(engine_->Run([&](kv::Txn& tx) { return CleanSessionTx(tx, s.sid); }));
     ++cleaned;
   }
@@ -394,13 +337,8 @@ Status KvMeta::DeleteInodeTx(kv::Txn& tx, Ino ino, const Attr& attr) {
 }
 
 Status KvMeta::ReleaseInodeTx(kv::Txn& tx, Ino ino, const Attr& attr) {
-  bool referenced = false;
-  if (sid_ != 0) {
-    std::lock_guard<std::mutex> g(open_mu_);
-    referenced = refs_.count(ino) > 0;
-    if (referenced) sustained_.insert(ino);  // stale if the txn rolls back: DropRefs rechecks
-  }
-  if (referenced) {
+  // Marked sustained even if the transaction then rolls back: DropRefs rechecks.
+  if (sid_ != 0 && refs_.Sustain(ino)) {
     RETURN_IF_ERROR(PutAttrTx(tx, ino, attr));
     return tx.Put(SustainedKey(sid_, ino), "");
   }
@@ -637,12 +575,7 @@ Status KvMeta::Truncate(const Context& ctx, Ino ino, uint64_t length, bool check
 }
 
 Status KvMeta::Fallocate(const Context& ctx, Ino ino, int mode, uint64_t off, uint64_t len, Attr* out) {
-  const int supported = FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE;
-  if (mode & ~supported) return Status::Err(EOPNOTSUPP);
-  if ((mode & FALLOC_FL_PUNCH_HOLE) && !(mode & FALLOC_FL_KEEP_SIZE)) return Status::Err(EOPNOTSUPP);
-  if ((mode & FALLOC_FL_PUNCH_HOLE) && (mode & FALLOC_FL_ZERO_RANGE)) return Status::Err(EINVAL);
-  if (len == 0) return Status::Err(EINVAL);
-  if (off + len > kMaxFileSize || off + len < off) return Status::Err(EFBIG);
+  RETURN_IF_ERROR(CheckFallocateArgs(mode, off, len));
   Timespec now = Now();
   return engine_->Run([&](kv::Txn& tx) {
     Attr attr;
@@ -674,21 +607,14 @@ Status KvMeta::Fallocate(const Context& ctx, Ino ino, int mode, uint64_t off, ui
 
 Status KvMeta::Mknod(const Context& ctx, Ino parent, const std::string& name, uint32_t mode, uint32_t cumask,
                      uint32_t rdev, const std::string& target, Ino* ino, Attr* attr) {
-  if (IsDotName(name)) return Status::Err(EEXIST);
-  RETURN_IF_ERROR(ValidName(name));
-  uint32_t type = mode & S_IFMT;
-  if (type == 0) type = S_IFREG;
-  if (type != S_IFREG && type != S_IFDIR && type != S_IFLNK && type != S_IFIFO && type != S_IFSOCK &&
-      type != S_IFCHR && type != S_IFBLK)
-    return Status::Err(EINVAL);
-  if (type == S_IFLNK && (target.empty() || target.size() > kMaxSymlink))
-    return Status::Err(target.empty() ? ENOENT : ENAMETOOLONG);
+  uint32_t type = 0;
+  RETURN_IF_ERROR(CheckMknodArgs(name, mode, target, &type));
   if (format_.inodes) {
     StatFs fs;
     RETURN_IF_ERROR(StatFS(ctx, &fs));
     if (fs.used_inodes >= format_.inodes) return Status::Err(ENOSPC);
   }
-  ASSIGN_OR_RETURN(Ino new_ino, AllocId(kNextInode, &inode_pool_, kInodeBatch));
+  ASSIGN_OR_RETURN(Ino new_ino, inode_ids_.Next());
   Timespec now = Now();
   return engine_->Run([&](kv::Txn& tx) {
     Attr pattr;
@@ -779,11 +705,7 @@ Status KvMeta::Rmdir(const Context& ctx, Ino parent, const std::string& name) {
 //    (its ".." changes), and both parents' nlink follow the move.
 Status KvMeta::Rename(const Context& ctx, Ino psrc, const std::string& nsrc, Ino pdst, const std::string& ndst,
                       uint32_t flags, Ino* out_ino, Attr* out_attr) {
-  if (flags & ~(kRenameNoReplace | kRenameExchange)) return Status::Err(EINVAL);
-  if ((flags & kRenameNoReplace) && (flags & kRenameExchange)) return Status::Err(EINVAL);
-  if (nsrc == "." || nsrc == ".." || ndst == "." || ndst == "..") return Status::Err(EINVAL);
-  RETURN_IF_ERROR(ValidName(nsrc));
-  RETURN_IF_ERROR(ValidName(ndst));
+  RETURN_IF_ERROR(CheckRenameArgs(nsrc, ndst, flags));
   Timespec now = Now();
   return engine_->Run([&](kv::Txn& tx) {
     Attr sp, dp_storage;
@@ -920,16 +842,23 @@ Status KvMeta::ReadLink(const Context& ctx, Ino ino, std::string* target) {
       true);
 }
 
-Status KvMeta::Readdir(const Context& ctx, Ino ino, bool plus, std::vector<Entry>* entries) {
+Status KvMeta::ReaddirPage(const Context& ctx, Ino ino, bool plus, const std::string& after, size_t limit,
+                           std::vector<Entry>* entries, bool* more) {
   return engine_->Run(
       [&](kv::Txn& tx) {
         entries->clear();
+        *more = false;
         Attr attr;
         RETURN_IF_ERROR(GetAttrTx(tx, ino, &attr));
         if (!attr.IsDir()) return Status::Err(ENOTDIR);
         RETURN_IF_ERROR(CheckPermission(ctx, attr, R_OK));
         std::string prefix = EntryPrefix(ino);
-        RETURN_IF_ERROR(tx.Scan(prefix, kv::PrefixEnd(prefix), 0, [&](std::string_view k, std::string_view v) {
+        std::string begin = after.empty() ? prefix : EntryKey(ino, after) + std::string(1, '\0');
+        RETURN_IF_ERROR(tx.Scan(begin, kv::PrefixEnd(prefix), limit + 1, [&](std::string_view k, std::string_view v) {
+          if (entries->size() == limit) {
+            *more = true;
+            return false;
+          }
           Entry e;
           e.name = std::string(k.substr(prefix.size()));
           uint32_t type = 0;
@@ -953,28 +882,14 @@ Status KvMeta::Readdir(const Context& ctx, Ino ino, bool plus, std::vector<Entry
 // ---------------------------------------------------------------- open files
 
 Status KvMeta::Open(const Context& ctx, Ino ino, int flags, Attr* attr) {
-  int mask = 0;
-  switch (flags & O_ACCMODE) {
-    case O_RDONLY: mask = R_OK; break;
-    case O_WRONLY: mask = W_OK; break;
-    default: mask = R_OK | W_OK; break;
-  }
-  if (flags & O_TRUNC) mask |= W_OK;
-  {
-    std::lock_guard<std::mutex> g(open_mu_);
-    refs_[ino]++;
-  }
+  refs_.Add(ino);
   Status st = engine_->Run(
       [&](kv::Txn& tx) {
         RETURN_IF_ERROR(GetAttrTx(tx, ino, attr));
-        if (attr->IsDir() && (mask & W_OK)) return Status::Err(EISDIR);
-        return CheckPermission(ctx, *attr, mask);
+        return CheckOpen(ctx, *attr, flags);
       },
       true);
-  if (!st.ok()) {
-    std::lock_guard<std::mutex> g(open_mu_);
-    if (--refs_[ino] == 0) refs_.erase(ino);
-  }
+  if (!st.ok()) (void)DropRefs(ino, 1);
   return st;
 }
 
@@ -982,18 +897,7 @@ Status KvMeta::Close(const Context& ctx, Ino ino) { return DropRefs(ino, 1); }
 Status KvMeta::Forget(Ino ino, uint64_t n) { return DropRefs(ino, n); }
 
 Status KvMeta::DropRefs(Ino ino, uint64_t n) {
-  {
-    std::lock_guard<std::mutex> g(open_mu_);
-    auto it = refs_.find(ino);
-    if (it == refs_.end()) return Status::OK();
-    if (it->second > n) {
-      it->second -= n;
-      return Status::OK();
-    }
-    refs_.erase(it);
-    if (sustained_.erase(ino) == 0) return Status::OK();
-  }
-  if (sid_ == 0) return Status::OK();
+  if (!refs_.Drop(ino, n) || sid_ == 0) return Status::OK();
   return engine_->Run([&](kv::Txn& tx) {
     auto v = tx.Get(SustainedKey(sid_, ino));
     if (!v.ok()) return v.status().not_found() ? Status::OK() : v.status();
@@ -1111,7 +1015,7 @@ Status XattrAccess(const Context& ctx, const Attr& attr, const std::string& name
 }  // namespace
 
 Status KvMeta::GetXattr(const Context& ctx, Ino ino, const std::string& name, std::string* value) {
-  if (name.empty() || name.size() > XATTR_NAME_MAX) return Status::Err(ERANGE);
+  RETURN_IF_ERROR(CheckXattrName(name));
   return engine_->Run(
       [&](kv::Txn& tx) {
         Attr attr;
@@ -1126,7 +1030,7 @@ Status KvMeta::GetXattr(const Context& ctx, Ino ino, const std::string& name, st
 }
 
 Status KvMeta::SetXattr(const Context& ctx, Ino ino, const std::string& name, const std::string& value, int flags) {
-  if (name.empty() || name.size() > XATTR_NAME_MAX) return Status::Err(ERANGE);
+  RETURN_IF_ERROR(CheckXattrName(name));
   if (value.size() > XATTR_SIZE_MAX) return Status::Err(E2BIG);
   if (flags & ~(XATTR_CREATE | XATTR_REPLACE)) return Status::Err(EINVAL);
   Timespec now = Now();
@@ -1161,7 +1065,7 @@ Status KvMeta::ListXattr(const Context& ctx, Ino ino, std::vector<std::string>* 
 }
 
 Status KvMeta::RemoveXattr(const Context& ctx, Ino ino, const std::string& name) {
-  if (name.empty() || name.size() > XATTR_NAME_MAX) return Status::Err(ERANGE);
+  RETURN_IF_ERROR(CheckXattrName(name));
   Timespec now = Now();
   return engine_->Run([&](kv::Txn& tx) {
     Attr attr;
@@ -1273,8 +1177,6 @@ Status KvMeta::Check(std::vector<std::string>* problems) {
         problems->clear();
         // Gather inodes and entries in one pass over the "A" space.
         std::unordered_map<Ino, Attr> attrs;
-        std::unordered_map<Ino, uint32_t> names;     // entries pointing at each inode
-        std::unordered_map<Ino, uint32_t> subdirs;   // directory -> child directories
         std::vector<std::tuple<Ino, std::string, Ino>> entries;
         RETURN_IF_ERROR(tx.Scan("A", "B", 0, [&](std::string_view k, std::string_view v) {
           if (k.size() < 10) return true;
@@ -1291,30 +1193,7 @@ Status KvMeta::Check(std::vector<std::string>* problems) {
           }
           return true;
         }));
-        for (auto& [parent, name, child] : entries) {
-          auto it = attrs.find(child);
-          if (it == attrs.end()) {
-            problems->push_back(fmt::format("entry {}/{} points to missing inode {}", parent, name, child));
-            continue;
-          }
-          names[child]++;
-          if (it->second.IsDir() && it->second.nlink > 0) {
-            subdirs[parent]++;
-            if (it->second.parent != parent)
-              problems->push_back(fmt::format("directory {} is in {} but records parent {}", child, parent, it->second.parent));
-          }
-        }
-        for (auto& [ino, a] : attrs) {
-          if (ino == kRootIno || (a.nlink == 0 && names[ino] == 0)) continue;  // unlinked, still referenced
-          if (a.IsDir()) {
-            if (names[ino] != 1) problems->push_back(fmt::format("directory {} has {} names", ino, names[ino]));
-          } else if (a.nlink != names[ino] && !(a.nlink == 0 && names[ino] == 0)) {
-            problems->push_back(fmt::format("inode {} nlink {} but {} names", ino, a.nlink, names[ino]));
-          }
-        }
-        for (auto& [ino, a] : attrs)
-          if (a.IsDir() && a.nlink > 0 && a.nlink != 2 + subdirs[ino])
-            problems->push_back(fmt::format("directory {} nlink {} but {} subdirectories", ino, a.nlink, subdirs[ino]));
+        CheckTree(attrs, entries, problems);
         return Status::OK();
       },
       true);
@@ -1323,6 +1202,8 @@ Status KvMeta::Check(std::vector<std::string>* problems) {
 // ---------------------------------------------------------------- factory
 
 Result<std::unique_ptr<Meta>> Open(const std::string& url) {
+  const std::string scheme = UrlScheme(url);
+  if (scheme == "redis" || scheme == "rediss" || scheme == "unix") return RedisMeta::Open(url);
   ASSIGN_OR_RETURN(auto engine, kv::Open(url));
   return std::unique_ptr<Meta>(new KvMeta(std::move(engine)));
 }

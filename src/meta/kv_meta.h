@@ -17,12 +17,10 @@
 #pragma once
 
 #include <memory>
-#include <mutex>
-#include <unordered_map>
-#include <unordered_set>
 
 #include "kv/kv.h"
 #include "meta/meta.h"
+#include "meta/meta_util.h"
 
 namespace tessera::meta {
 
@@ -57,7 +55,8 @@ class KvMeta final : public Meta {
                 const std::string& name_dst, uint32_t flags, Ino* ino, Attr* attr) override;
   Status Link(const Context& ctx, Ino ino, Ino parent, const std::string& name, Attr* attr) override;
   Status ReadLink(const Context& ctx, Ino ino, std::string* target) override;
-  Status Readdir(const Context& ctx, Ino ino, bool plus, std::vector<Entry>* entries) override;
+  Status ReaddirPage(const Context& ctx, Ino ino, bool plus, const std::string& after, size_t limit,
+                     std::vector<Entry>* entries, bool* more) override;
 
   Status Open(const Context& ctx, Ino ino, int flags, Attr* attr) override;
   Status Close(const Context& ctx, Ino ino) override;
@@ -83,12 +82,7 @@ class KvMeta final : public Meta {
   Status Check(std::vector<std::string>* problems) override;
 
  private:
-  // Allocates ids from counter `name` in batches; guarded by id_mu_.
-  struct IdPool {
-    uint64_t next = 0;
-    uint64_t end = 0;
-  };
-  Result<uint64_t> AllocId(const char* counter, IdPool* pool, uint64_t batch);
+  Result<int64_t> ReserveIds(const char* counter, uint64_t batch);
   // Drops n local references; the last one reclaims a sustained inode.
   Status DropRefs(Ino ino, uint64_t n);
   // Drops an inode whose nlink reached 0 inside the transaction: kept as
@@ -102,13 +96,9 @@ class KvMeta final : public Meta {
 
   const std::unique_ptr<kv::Engine> engine_;
 
-  std::mutex id_mu_;
-  IdPool inode_pool_;  // guarded by id_mu_
-  IdPool slice_pool_;  // guarded by id_mu_
-
-  std::mutex open_mu_;
-  std::unordered_map<Ino, uint64_t> refs_;  // guarded by open_mu_: opens + kernel lookups
-  std::unordered_set<Ino> sustained_;       // guarded by open_mu_: unlinked while referenced
+  IdPool inode_ids_;
+  IdPool slice_ids_;
+  RefTable refs_;  // opens + kernel lookups; unlinked-while-referenced inodes
 
   uint64_t sid_ = 0;  // set once by NewSession before any file operation
   Format format_;     // set by Init/Load before use

@@ -18,6 +18,20 @@ bool Attr::IsDir() const { return S_ISDIR(mode); }
 bool Attr::IsFile() const { return S_ISREG(mode); }
 bool Attr::IsSymlink() const { return S_ISLNK(mode); }
 
+Status Meta::Readdir(const Context& ctx, Ino ino, bool plus, std::vector<Entry>* entries) {
+  constexpr size_t kPage = 4096;
+  entries->clear();
+  std::string after;
+  for (;;) {
+    std::vector<Entry> page;
+    bool more = false;
+    RETURN_IF_ERROR(ReaddirPage(ctx, ino, plus, after, kPage, &page, &more));
+    if (!page.empty()) after = page.back().name;
+    for (auto& e : page) entries->push_back(std::move(e));
+    if (!more || page.empty()) return Status::OK();
+  }
+}
+
 bool Context::InGroup(uint32_t g) const {
   return g == gid || std::find(gids.begin(), gids.end(), g) != gids.end();
 }

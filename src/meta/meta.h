@@ -15,6 +15,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "chunk/layout.h"
@@ -165,8 +166,15 @@ class Meta {
                         const std::string& name_dst, uint32_t flags, Ino* ino, Attr* attr) = 0;
   virtual Status Link(const Context& ctx, Ino ino, Ino parent, const std::string& name, Attr* attr) = 0;
   virtual Status ReadLink(const Context& ctx, Ino ino, std::string* target) = 0;
-  // Lists a directory (without "." and ".."), attributes filled when plus.
-  virtual Status Readdir(const Context& ctx, Ino ino, bool plus, std::vector<Entry>* entries) = 0;
+  // Lists a directory (without "." and "..") one page at a time: up to
+  // `limit` entries whose names sort after `after` (bytewise; "" = from the
+  // start), in name order; *more tells whether entries follow. Attributes
+  // filled when plus. Memory is bounded by the page, however big the
+  // directory.
+  virtual Status ReaddirPage(const Context& ctx, Ino ino, bool plus, const std::string& after, size_t limit,
+                             std::vector<Entry>* entries, bool* more) = 0;
+  // The whole directory, page by page (tools and tests).
+  Status Readdir(const Context& ctx, Ino ino, bool plus, std::vector<Entry>* entries);
 
   // ---- open files ----
   // Checks permission for the open flags and counts the open in this client
@@ -216,6 +224,11 @@ class Meta {
   virtual Status GetLk(const Context& ctx, Ino ino, uint64_t owner, PosixLock* lock) = 0;
   // EAGAIN on conflict.
   virtual Status SetLk(const Context& ctx, Ino ino, uint64_t owner, const PosixLock& lock) = 0;
+
+  // ---- statistics ----
+  // Requests sent to the engine's server, per operation ("lookup", "mknod",
+  // ...), for engines that count them (empty otherwise).
+  virtual std::vector<std::pair<std::string, uint64_t>> RequestStats() const { return {}; }
 
   // ---- tools ----
   // Checks the tree's invariants (entries point to inodes, nlink counts,

@@ -1,17 +1,60 @@
 #include "object/object_store.h"
 
+#include <cstdlib>
 #include <filesystem>
+#include <initializer_list>
 #include <system_error>
 
+#include "common/log.h"
+#include "object/fault_store.h"
+#include "object/retry_store.h"
 #include "object/file_store.h"
 #include "object/memory_store.h"
+#include "object/s3_store.h"
 
 namespace tessera::object {
 
-Result<std::unique_ptr<ObjectStore>> Open(const StoreOptions& opts) {
+namespace {
+
+// The first non-empty value of the environment variables, or "".
+std::string FromEnv(std::initializer_list<const char*> names) {
+  for (const char* name : names) {
+    const char* v = std::getenv(name);
+    if (v && *v) return v;
+  }
+  return "";
+}
+
+Result<std::unique_ptr<ObjectStore>> OpenS3(const StoreOptions& opts) {
+  ASSIGN_OR_RETURN(S3Endpoint endpoint, ParseS3Endpoint(opts.bucket));
+  if (opts.connect_timeout_sec <= 0 || opts.get_timeout_sec <= 0 || opts.put_timeout_sec <= 0)
+    return Status::Err(EINVAL, "s3 timeouts must be positive");
+  if (opts.io_retries < 0 || opts.io_retries > 1000) return Status::Err(EINVAL, "s3 io_retries must be 0 to 1000");
+  S3Config cfg;
+  cfg.endpoint = std::move(endpoint);
+  // Each credential from the options, else from the environment; a session
+  // token belongs to the environment's key pair only.
+  cfg.creds.access_key = opts.access_key.empty() ? FromEnv({"AWS_ACCESS_KEY_ID"}) : opts.access_key;
+  cfg.creds.secret_key = opts.secret_key.empty() ? FromEnv({"AWS_SECRET_ACCESS_KEY"}) : opts.secret_key;
+  cfg.creds.session_token = opts.session_token;
+  if (opts.session_token.empty() && opts.access_key.empty()) cfg.creds.session_token = FromEnv({"AWS_SESSION_TOKEN"});
+  if (!cfg.creds.access_key.empty() && cfg.creds.secret_key.empty())
+    return Status::Err(EINVAL, "s3 access key given without a secret key (--secret-key or AWS_SECRET_ACCESS_KEY)");
+  cfg.region = opts.region.empty() ? FromEnv({"AWS_REGION", "AWS_DEFAULT_REGION"}) : opts.region;
+  if (cfg.region.empty()) cfg.region = "us-east-1";
+  cfg.connect_timeout_sec = opts.connect_timeout_sec;
+  cfg.get_timeout_sec = opts.get_timeout_sec;
+  cfg.put_timeout_sec = opts.put_timeout_sec;
+  cfg.io_retries = opts.io_retries;
+  cfg.ca_bundle = FromEnv({"AWS_CA_BUNDLE"});
+  return std::unique_ptr<ObjectStore>(new S3Store(std::move(cfg)));
+}
+
+Result<std::unique_ptr<ObjectStore>> OpenBackend(const StoreOptions& opts) {
   if (opts.storage == "memory") return std::unique_ptr<ObjectStore>(new MemoryStore(opts.bucket));
+  if (opts.storage == "s3") return OpenS3(opts);
   if (opts.storage != "file") {
-    return Status::Err(EINVAL, "unknown storage type '" + opts.storage + "' (expected file or memory)");
+    return Status::Err(EINVAL, "unknown storage type '" + opts.storage + "' (expected file, memory or s3)");
   }
   if (opts.bucket.empty()) return Status::Err(EINVAL, "file storage needs a directory as bucket");
   std::error_code ec;
@@ -20,6 +63,23 @@ Result<std::unique_ptr<ObjectStore>> Open(const StoreOptions& opts) {
   while (root.size() > 1 && root.back() == '/') root.pop_back();
   if (root == "/") return Status::Err(EINVAL, "refusing to use / as the file storage directory");
   return std::unique_ptr<ObjectStore>(new FileStore(std::move(root), opts.fsync));
+}
+
+}  // namespace
+
+Result<std::unique_ptr<ObjectStore>> Open(const StoreOptions& opts) {
+  ASSIGN_OR_RETURN(std::unique_ptr<ObjectStore> store, OpenBackend(opts));
+  const std::string faults = opts.faults.empty() ? FromEnv({"TESSERA_OBJECT_FAULTS"}) : opts.faults;
+  const bool injecting = !faults.empty() && opts.faults != "off";
+  if (injecting) {
+    ASSIGN_OR_RETURN(FaultSpec spec, FaultSpec::Parse(faults));
+    store = std::unique_ptr<ObjectStore>(new FaultStore(std::move(store), spec));
+    LOG_WARN("object store {}: injecting faults", store->Describe());
+  }
+  // S3Store retries transient failures itself (--io-retries); a second layer
+  // would multiply the time to give up on an unreachable endpoint.
+  if (opts.attempts <= 1 || (opts.storage == "s3" && !injecting)) return store;
+  return std::unique_ptr<ObjectStore>(new RetryStore(std::move(store), opts.attempts, 20));
 }
 
 }  // namespace tessera::object

@@ -1,6 +1,7 @@
 // Object storage: the narrow backend interface for file data. Objects are
 // immutable blobs named by keys ("chunks/0/1/1234_0_4194304"). Backends:
-// memory (unit tests), file (local directory, atomic writes via temp+rename).
+// memory (unit tests), file (local directory, atomic writes via temp+rename),
+// s3 (S3 REST API, s3_store.h); FaultStore (fault_store.h) wraps any of them.
 // One conformance suite (tests/object/object_conformance_test.cc) runs on all.
 #pragma once
 
@@ -44,16 +45,42 @@ class ObjectStore {
 };
 
 struct StoreOptions {
-  std::string storage = "file";  // file | memory
-  std::string bucket;            // directory for file; name for memory
+  std::string storage = "file";  // file | memory | s3
+  // file: a directory; memory: a name; s3: the bucket URL,
+  // http(s)://HOST[:PORT]/BUCKET or http(s)://BUCKET.HOST[:PORT] (s3_store.h).
+  std::string bucket;
   // file: fsync each object (and its directory) before Put returns. Without it
   // a completed Put survives a process crash (the data is in the page cache)
   // but not necessarily a power loss or kernel crash.
   bool fsync = false;
+
+  // s3 only. Empty credentials fall back to AWS_ACCESS_KEY_ID,
+  // AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN; an empty region to
+  // AWS_REGION, AWS_DEFAULT_REGION, then us-east-1. No access key at all means
+  // anonymous requests. The secret is never printed or logged.
+  std::string access_key{};
+  std::string secret_key{};
+  std::string session_token{};
+  std::string region{};
+  int connect_timeout_sec = 10;
+  int get_timeout_sec = 60;  // each GET, HEAD, DELETE or LIST attempt
+  int put_timeout_sec = 60;  // each PUT attempt
+  int io_retries = 10;       // retries of a failed request (5xx, 429, timeouts, dropped connections)
+
+  // Fault injection for tests (fault_store.h), e.g. "seed=7,error=0.05";
+  // empty: the environment variable TESSERA_OBJECT_FAULTS, if set; "off":
+  // none, whatever the environment says.
+  std::string faults{};
+  // Tries of a request failing with a transient error (EIO, timeouts) before
+  // the error reaches the caller (a RetryStore wraps the store; 1 = no
+  // wrapper). Not for plain s3, which retries itself (io_retries), only when
+  // faults are injected.
+  int attempts = 10;
 };
 
-// Builds a store (without creating it); EINVAL for an unknown storage type or
-// an empty bucket for file. Each memory store is a new, empty, private map.
+// Builds a store (without creating it); EINVAL for an unknown storage type,
+// an empty bucket for file, a malformed bucket URL for s3 or a malformed fault
+// spec. Each memory store is a new, empty, private map.
 Result<std::unique_ptr<ObjectStore>> Open(const StoreOptions& opts);
 
 }  // namespace tessera::object

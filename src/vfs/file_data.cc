@@ -19,6 +19,10 @@ using chunk::Slice;
 namespace {
 constexpr size_t kMaxFrozenSlices = 1024;       // uncommitted slices of one file before it commits
 constexpr int kUploadAttempts = 5;
+// Writeback: a chunk is compacted once no commit touched it for kCompactQuiet,
+// or kCompactMaxDefer after it first asked (bounds its slice list).
+constexpr auto kCompactQuiet = std::chrono::seconds(3);
+constexpr auto kCompactMaxDefer = std::chrono::seconds(20);
 }  // namespace
 
 // ---------------------------------------------------------------- DataPath
@@ -29,9 +33,19 @@ DataPath::DataPath(meta::Meta* meta, chunk::ChunkStore* store, size_t buffer_lim
       store_(store),
       buffer_limit_(buffer_limit),
       file_buffer_limit_(file_buffer_limit),
-      pool_(max_uploads) {}
+      pool_(max_uploads) {
+  if (store_->writeback()) deferrer_ = std::thread([this] { DeferLoop(); });
+}
 
-DataPath::~DataPath() { store_->set_partial_miss_hook(nullptr); }
+DataPath::~DataPath() {
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    stopping_ = true;  // deferred compactions are dropped: the next commit asks again
+  }
+  defer_cv_.notify_all();
+  if (deferrer_.joinable()) deferrer_.join();
+  store_->set_partial_miss_hook(nullptr);
+}
 
 void DataPath::EnableBlockPrefetch() {
   store_->set_partial_miss_hook([this](uint64_t id, uint32_t index, uint32_t len) { Prefetch(id, index, len); });
@@ -45,7 +59,8 @@ void DataPath::Upload(uint64_t id, uint32_t index, std::string_view data, std::f
   pool_.Submit([this, id, index, data, done = std::move(done)] {
     Status st;
     for (int attempt = 0; attempt < kUploadAttempts; ++attempt) {
-      st = store_->UploadBlock(id, index, data);
+      // Writeback: staged on the local disk and uploaded in the background.
+      st = store_->writeback() ? store_->StageBlock(id, index, data) : store_->UploadBlock(id, index, data);
       if (st.ok()) break;
       LOG_WARN("upload of block {} of slice {} failed (attempt {}): {}", index, id, attempt + 1, st.ToString());
       std::this_thread::sleep_for(std::chrono::milliseconds(50 << attempt));
@@ -65,6 +80,39 @@ void DataPath::ConfigureCompaction(uint32_t threshold, std::function<void(meta::
 }
 
 void DataPath::ScheduleCompaction(meta::Ino ino, uint32_t chunk) {
+  if (deferrer_.joinable()) {  // writeback: wait until the chunk goes quiet
+    const auto now = std::chrono::steady_clock::now();
+    std::lock_guard<std::mutex> g(mu_);
+    auto [it, fresh] = deferred_.try_emplace({ino, chunk}, now, now);
+    it->second.second = now;
+    return;
+  }
+  SubmitCompaction(ino, chunk);
+}
+
+void DataPath::DeferLoop() {
+  std::unique_lock<std::mutex> lk(mu_);
+  while (!stopping_) {
+    defer_cv_.wait_for(lk, std::chrono::milliseconds(500));
+    const auto now = std::chrono::steady_clock::now();
+    std::vector<std::pair<meta::Ino, uint32_t>> due;
+    for (auto it = deferred_.begin(); it != deferred_.end();) {
+      const auto& [first, last] = it->second;
+      if (now - last >= kCompactQuiet || now - first >= kCompactMaxDefer) {
+        due.push_back(it->first);
+        it = deferred_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    if (due.empty() || stopping_) continue;
+    lk.unlock();
+    for (const auto& [ino, chunk] : due) SubmitCompaction(ino, chunk);
+    lk.lock();
+  }
+}
+
+void DataPath::SubmitCompaction(meta::Ino ino, uint32_t chunk) {
   {
     std::lock_guard<std::mutex> g(mu_);
     if (!compact_queued_.insert({ino, chunk}).second) return;
@@ -123,6 +171,10 @@ bool DataPath::WaitForRoom() {
 FileData::FileData(DataPath* dp, meta::Ino ino, uint64_t length) : dp_(dp), ino_(ino), length_(length) {}
 
 FileData::~FileData() {
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    FinishBatchLocked();  // never in flight after a commit; to be safe
+  }
   // Whatever was never committed (a failed final commit) stops counting.
   int64_t held = int64_t(buffer_.bytes());
   for (auto& s : frozen_) {
@@ -201,7 +253,7 @@ void FileData::FreezeLocked(uint32_t chunk, uint32_t pos, std::string data) {
   for (auto it = frozen_.rbegin(); it != frozen_.rend(); ++it) {
     if ((*it)->chunk != chunk) continue;
     std::lock_guard<std::mutex> g((*it)->mu);
-    if ((*it)->pos + (*it)->len == pos && (*it)->len % bs == 0) s = *it;
+    if ((*it)->pos + (*it)->len == pos && (*it)->len % bs == 0 && !(*it)->sealed) s = *it;
     break;
   }
   if (!s) {
@@ -244,6 +296,7 @@ Status FileData::Write(const meta::Context& ctx, uint64_t off, const char* data,
   }
   std::lock_guard<std::mutex> g(mu_);
   if (size == 0) return Status::OK();
+  ReapBatchLocked();
   const uint64_t end = off + size;
   // Only a write that appends new bytes at its end (a stream) freezes blocks;
   // one that overwrites buffered bytes may be followed by more overwrites.
@@ -262,7 +315,13 @@ Status FileData::Write(const meta::Context& ctx, uint64_t off, const char* data,
     }
   }
   dp_->Charge(int64_t(buffer_.bytes()) - before + cut);
-  if (buffer_.bytes() >= dp_->file_buffer_limit() || frozen_.size() >= kMaxFrozenSlices) return CommitLocked(ctx);
+  const size_t unbatched = frozen_.size() - (batch_ ? batch_->count : 0);
+  if (buffer_.bytes() >= dp_->file_buffer_limit() || unbatched >= kMaxFrozenSlices) {
+    // Writeback: commit in the background while writing goes on (one batch
+    // at a time; a writer that catches up with it waits in CommitLocked).
+    if (dp_->store()->writeback() && !batch_) return StartBatchLocked(ctx);
+    return CommitLocked(ctx);
+  }
   return Status::OK();
 }
 
@@ -271,24 +330,109 @@ Status FileData::Commit(const meta::Context& ctx) {
   return CommitLocked(ctx);
 }
 
-Status FileData::CommitLocked(const meta::Context& ctx) {
-  if (buffer_.empty() && frozen_.empty()) return Status::OK();
+Status FileData::FreezeBufferLocked() {
   // Buffered ranges become slices after the frozen ones (they are newer).
+  // Slice ids first: if the engine fails, the buffer stays as it is.
+  size_t ranges_count = 0;
+  for (const auto& [chunk, ranges] : buffer_.chunks()) ranges_count += ranges.size();
+  std::vector<uint64_t> ids(ranges_count);
+  for (auto& id : ids) {
+    ASSIGN_OR_RETURN(id, dp_->meta()->NewSliceId());
+  }
   const uint32_t bs = dp_->block_size();
-  for (const auto& [chunk, ranges] : buffer_.chunks()) {
-    for (const auto& [pos, bytes] : ranges) {
-      ASSIGN_OR_RETURN(uint64_t id, dp_->meta()->NewSliceId());
+  size_t next = 0;
+  for (auto& [chunk, ranges] : buffer_.Take()) {  // the bytes stay charged until their blocks are uploaded
+    for (auto& [pos, bytes] : ranges) {
       auto s = std::make_shared<FrozenSlice>();
       s->chunk = chunk;
       s->pos = pos;
-      s->id = id;
+      s->id = ids[next++];
       s->len = uint32_t(bytes.size());
-      for (size_t off = 0; off < bytes.size(); off += bs)
-        s->blocks.push_back({bytes.substr(off, std::min<size_t>(bs, bytes.size() - off)), FrozenSlice::State::kBuffered});
+      if (bytes.size() <= bs) {  // the common case of small writes: no copy
+        s->blocks.push_back({std::move(bytes), FrozenSlice::State::kBuffered});
+      } else {
+        for (size_t off = 0; off < s->len; off += bs)
+          s->blocks.push_back({bytes.substr(off, std::min<size_t>(bs, s->len - off)), FrozenSlice::State::kBuffered});
+      }
       frozen_.push_back(std::move(s));
     }
   }
-  buffer_.Clear();  // the bytes stay charged until their blocks are uploaded
+  return Status::OK();
+}
+
+namespace {
+
+using BlockRefs = std::vector<std::pair<std::shared_ptr<FrozenSlice>, uint32_t>>;
+
+// Marks every buffered block of the slices as uploading and returns them.
+BlockRefs ClaimBuffered(const std::vector<std::shared_ptr<FrozenSlice>>& slices) {
+  BlockRefs claimed;
+  for (const auto& s : slices) {
+    std::lock_guard<std::mutex> g(s->mu);
+    for (uint32_t k = 0; k < s->blocks.size(); ++k) {
+      if (s->blocks[k].state != FrozenSlice::State::kBuffered) continue;
+      s->blocks[k].state = FrozenSlice::State::kUploading;
+      s->inflight++;
+      claimed.emplace_back(s, k);
+    }
+  }
+  return claimed;
+}
+
+// Writeback: stages claimed blocks with one write. Each ends uploaded (its
+// bytes handed to the memory cache) or, if staging failed, buffered again
+// for the upload pool. Needs no FileData lock: the bytes of an uploading
+// block do not change.
+void StageClaimed(DataPath* dp, meta::Ino ino, const BlockRefs& claimed) {
+  if (claimed.empty()) return;
+  std::vector<chunk::ChunkStore::BlockView> views;
+  views.reserve(claimed.size());
+  int64_t bytes = 0;
+  for (const auto& [s, k] : claimed) {
+    std::lock_guard<std::mutex> g(s->mu);
+    views.push_back({s->id, k, s->blocks[k].data});
+    bytes += int64_t(s->blocks[k].data.size());
+  }
+  Status st = dp->store()->StageBlocks(views);
+  if (!st.ok()) LOG_WARN("inode {}: cannot stage {} block(s), uploading them: {}", ino, claimed.size(), st.ToString());
+  for (const auto& [s, k] : claimed) {
+    {
+      std::lock_guard<std::mutex> g(s->mu);
+      auto& b = s->blocks[k];
+      if (st.ok()) {
+        b.state = FrozenSlice::State::kUploaded;
+        dp->store()->CacheBlock(s->id, k, std::move(b.data));
+        std::string().swap(b.data);
+      } else {
+        b.state = FrozenSlice::State::kBuffered;
+      }
+      s->inflight--;
+    }
+    s->cv.notify_all();
+  }
+  if (st.ok()) dp->Charge(-bytes);
+}
+
+// Waits for the slices' uploads; the first failure if a block is not uploaded.
+Status WaitUploaded(const std::vector<std::shared_ptr<FrozenSlice>>& slices) {
+  Status failed;
+  for (const auto& s : slices) {
+    std::unique_lock<std::mutex> lk(s->mu);
+    s->cv.wait(lk, [&] { return s->inflight == 0; });
+    for (const auto& b : s->blocks)
+      if (b.state != FrozenSlice::State::kUploaded && failed.ok())
+        failed = s->error.ok() ? Status::Err(EIO, "block upload failed") : s->error;
+  }
+  return failed;
+}
+
+}  // namespace
+
+Status FileData::CommitLocked(const meta::Context& ctx) {
+  FinishBatchLocked();  // commits stay in order; a failed batch's slices are retried here
+  if (buffer_.empty() && frozen_.empty()) return Status::OK();
+  RETURN_IF_ERROR(FreezeBufferLocked());
+  if (dp_->store()->writeback()) StageClaimed(dp_, ino_, ClaimBuffered({frozen_.begin(), frozen_.end()}));
   for (const auto& s : frozen_) {
     size_t n;
     {
@@ -297,15 +441,11 @@ Status FileData::CommitLocked(const meta::Context& ctx) {
     }
     for (uint32_t i = 0; i < n; ++i) SubmitBlock(s, i);  // resubmits failed blocks too
   }
-  Status failed;
-  for (const auto& s : frozen_) {
-    std::unique_lock<std::mutex> lk(s->mu);
-    s->cv.wait(lk, [&] { return s->inflight == 0; });
-    for (const auto& b : s->blocks)
-      if (b.state != FrozenSlice::State::kUploaded && failed.ok())
-        failed = s->error.ok() ? Status::Err(EIO, "block upload failed") : s->error;
-  }
+  Status failed = WaitUploaded({frozen_.begin(), frozen_.end()});
   if (!failed.ok()) return failed.With("uploading data of inode " + std::to_string(ino_));
+  // Writeback: the staged blocks must be on disk before the slices that
+  // refer to them are committed.
+  RETURN_IF_ERROR(dp_->store()->SyncStaged().With("staging data of inode " + std::to_string(ino_)));
 
   std::vector<meta::SliceWrite> writes;
   writes.reserve(frozen_.size());
@@ -320,6 +460,68 @@ Status FileData::CommitLocked(const meta::Context& ctx) {
   for (size_t i = 0; i < counts.size() && threshold > 0; ++i)
     if (counts[i] >= threshold) dp_->ScheduleCompaction(ino_, writes[i].chunk_index);
   return Status::OK();
+}
+
+Status FileData::StartBatchLocked(const meta::Context& ctx) {
+  RETURN_IF_ERROR(FreezeBufferLocked());
+  auto batch = std::make_shared<CommitBatch>();
+  std::vector<std::shared_ptr<FrozenSlice>> slices(frozen_.begin(), frozen_.end());
+  batch->count = slices.size();
+  for (const auto& s : slices) {
+    std::lock_guard<std::mutex> g(s->mu);
+    s->sealed = true;  // committed with its length as it is now
+    batch->writes.push_back({s->chunk, Slice{s->pos, s->id, s->len, 0, s->len}});
+  }
+  BlockRefs claimed = ClaimBuffered(slices);
+  batch_ = batch;
+  DataPath* dp = dp_;
+  dp_->SubmitCommit([dp, ino = ino_, ctx, mtime = last_write_, batch, slices = std::move(slices),
+                     claimed = std::move(claimed)] {
+    StageClaimed(dp, ino, claimed);
+    Status st = WaitUploaded(slices);
+    if (st.ok()) st = dp->store()->SyncStaged();
+    meta::Attr attr;
+    std::vector<uint32_t> counts;
+    if (st.ok()) st = dp->meta()->WriteSlices(ctx, ino, batch->writes, mtime, &attr, &counts);
+    const uint32_t threshold = dp->compact_threshold();
+    for (size_t i = 0; st.ok() && i < counts.size() && threshold > 0; ++i)
+      if (counts[i] >= threshold) dp->ScheduleCompaction(ino, batch->writes[i].chunk_index);
+    {
+      std::lock_guard<std::mutex> g(batch->mu);
+      batch->done = true;
+      batch->status = st;
+      batch->attr = attr;
+    }
+    batch->cv.notify_all();
+  });
+  return Status::OK();
+}
+
+void FileData::FinishBatchLocked() {
+  if (!batch_) return;
+  std::shared_ptr<CommitBatch> b = std::move(batch_);
+  batch_.reset();
+  {
+    std::unique_lock<std::mutex> lk(b->mu);
+    b->cv.wait(lk, [&] { return b->done; });
+  }
+  if (!b->status.ok()) {  // its slices stay frozen: the next commit takes them
+    LOG_WARN("inode {}: background commit of {} slice(s) failed, retrying with the next commit: {}", ino_, b->count,
+             b->status.ToString());
+    return;
+  }
+  frozen_.erase(frozen_.begin(), frozen_.begin() + ptrdiff_t(b->count));
+  length_ = b->attr.length;
+  for (const auto& w : b->writes) views_.erase(w.chunk_index);
+}
+
+void FileData::ReapBatchLocked() {
+  if (!batch_) return;
+  {
+    std::lock_guard<std::mutex> g(batch_->mu);
+    if (!batch_->done) return;
+  }
+  FinishBatchLocked();
 }
 
 Status FileData::Truncate(const meta::Context& ctx, uint64_t size, bool check_perm, meta::Attr* out) {

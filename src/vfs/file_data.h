@@ -13,18 +13,31 @@
 // count against the DataPath's budget; a writer over budget waits for uploads
 // or commits its own file.
 //
+// Writeback (ChunkStore::writeback()): "uploading" a block means staging it
+// on the local disk (the store uploads it later); a commit stages what is
+// left in one batch, then makes the staged blocks durable (SyncStaged)
+// before committing the slices. A file whose buffer fills up commits in the
+// background (CommitBatch) while writing goes on: the batch takes every
+// frozen slice there is (sealed: they cannot grow), later writes go to the
+// buffer and later frozen slices, and any other commit first waits for the
+// batch, so slices still reach the engine in creation order.
+//
 // Concurrency: FileData::mu_ guards everything below it; a FrozenSlice's
-// blocks are guarded by its own mu (upload jobs never take FileData::mu_).
-// Lock order: FileData::mu_ before FrozenSlice::mu before DataPath::mu_.
+// blocks are guarded by its own mu (upload jobs and background commits never
+// take FileData::mu_). Lock order: FileData::mu_ before FrozenSlice::mu
+// before DataPath::mu_; FileData::mu_ before CommitBatch::mu.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
-#include <set>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -55,7 +68,11 @@ class DataPath {
   // one at a time in the background; `on_compacted` runs after each success.
   void ConfigureCompaction(uint32_t threshold, std::function<void(meta::Ino, uint32_t)> on_compacted);
   uint32_t compact_threshold() const { return compact_threshold_; }
-  // Queues a chunk for compaction (once, however often it is asked).
+  // Queues a chunk for compaction (once, however often it is asked). In
+  // writeback mode the compaction waits until the chunk has not been asked
+  // about for a few seconds (at most 20 s): rewriting a chunk that random
+  // writes keep fragmenting is wasted work, and its fragments cost nothing
+  // while they are staged (see ChunkStore's --upload-delay).
   void ScheduleCompaction(meta::Ino ino, uint32_t chunk);
 
   // Read-ahead: loads a block into the block cache in the background (once
@@ -67,6 +84,8 @@ class DataPath {
   void set_max_readahead(uint64_t bytes) { max_readahead_ = bytes; }
   uint64_t max_readahead() const { return max_readahead_; }
 
+  // Runs a background commit (writeback) on a commit worker.
+  void SubmitCommit(std::function<void()> job) { committer_.Submit(std::move(job)); }
   // Uploads a block in the background; `done` runs on a worker with the result.
   void Upload(uint64_t id, uint32_t index, std::string_view data, std::function<void(Status)> done);
 
@@ -79,6 +98,9 @@ class DataPath {
   bool WaitForRoom();
 
  private:
+  void SubmitCompaction(meta::Ino ino, uint32_t chunk);
+  void DeferLoop();
+
   meta::Meta* const meta_;
   chunk::ChunkStore* const store_;
   const size_t buffer_limit_;
@@ -93,13 +115,22 @@ class DataPath {
   TaskPool prefetcher_{4};
   std::function<void(meta::Ino, uint32_t)> on_compacted_;
   std::set<std::pair<meta::Ino, uint32_t>> compact_queued_;  // guarded by mu_
-  TaskPool compactor_{1};  // last two: their workers finish before the rest goes
+  // Writeback: chunks waiting to go quiet -> (first, last) request times.
+  std::map<std::pair<meta::Ino, uint32_t>,
+           std::pair<std::chrono::steady_clock::time_point, std::chrono::steady_clock::time_point>>
+      deferred_;           // guarded by mu_
+  bool stopping_ = false;  // guarded by mu_
+  std::condition_variable defer_cv_;  // stopping_ was set
+  std::thread deferrer_;   // writeback only: runs DeferLoop
+  TaskPool compactor_{1};  // last three: their workers finish before the rest goes
   TaskPool pool_;
+  TaskPool committer_{2};  // background commits wait for uploads in pool_
 };
 
 // A slice whose blocks are uploading or uploaded, not yet committed: the
 // full blocks cut from a sequential stream, or a buffer range at commit.
 struct FrozenSlice {
+  // kUploaded: in the object store, or staged in writeback mode.
   enum class State { kBuffered, kUploading, kUploaded };
   struct Block {
     std::string data;  // the bytes until uploaded, then empty
@@ -110,10 +141,23 @@ struct FrozenSlice {
   uint64_t id = 0;     // immutable
   std::mutex mu;
   std::condition_variable cv;
+  bool sealed = false;        // guarded by mu: in a background commit, its length may not grow
   uint32_t len = 0;           // guarded by mu (and FileData::mu_ to change)
   std::deque<Block> blocks;   // guarded by mu; a deque keeps block bytes in place as it grows
   int inflight = 0;           // guarded by mu
   Status error;               // guarded by mu: last upload failure
+};
+
+// A background commit (writeback): the first `count` entries of a file's
+// frozen_ list, committed by a DataPath worker.
+struct CommitBatch {
+  size_t count = 0;                      // immutable
+  std::vector<meta::SliceWrite> writes;  // immutable
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;  // guarded by mu
+  Status status;      // guarded by mu
+  meta::Attr attr;    // guarded by mu: the inode after the commit
 };
 
 class FileData {
@@ -145,6 +189,16 @@ class FileData {
 
  private:
   Status CommitLocked(const meta::Context& ctx);
+  // Turns the buffer's ranges into frozen slices (after the existing ones).
+  Status FreezeBufferLocked();
+  // Writeback: freezes the buffer and commits every frozen slice in the
+  // background (batch_): stage, sync, WriteSlices. Requires !batch_.
+  Status StartBatchLocked(const meta::Context& ctx);
+  // Waits for batch_ (if any) and applies it: its slices leave frozen_. A
+  // failed batch leaves them for the next commit.
+  void FinishBatchLocked();
+  // FinishBatchLocked if batch_ is done; never waits.
+  void ReapBatchLocked();
   void FreezeLocked(uint32_t chunk, uint32_t pos, std::string data);
   void SubmitBlock(const std::shared_ptr<FrozenSlice>& s, uint32_t index);
   uint64_t PendingEndLocked() const;
@@ -164,6 +218,7 @@ class FileData {
   uint64_t length_;                                     // guarded by mu_: length known to the engine
   WriteBuffer buffer_;                                  // guarded by mu_
   std::vector<std::shared_ptr<FrozenSlice>> frozen_;    // guarded by mu_: creation order
+  std::shared_ptr<CommitBatch> batch_;                  // guarded by mu_: commits frozen_'s first slices
   meta::Timespec last_write_;                           // guarded by mu_
   std::unordered_map<uint32_t, std::vector<chunk::Slice>> views_;  // guarded by mu_
   uint64_t last_read_end_ = 0;   // guarded by mu_: where the previous read ended

@@ -365,11 +365,12 @@ Status Vfs::OpenDir(const Context& ctx, Ino ino, int flags, Handle** fh) {
   return Status::OK();
 }
 
-Status Vfs::ReadDir(const Context& ctx, Handle* fh, uint64_t offset, bool plus, const std::vector<meta::Entry>** out) {
-  std::lock_guard<std::mutex> g(fh->dir_mu);
-  if (offset == 0 || !fh->listed) {
-    std::vector<meta::Entry> entries;
-    RETURN_IF_ERROR(meta_->Readdir(ctx, fh->ino, plus, &entries));
+Status Vfs::FetchDirWindow(const Context& ctx, Handle* fh, const std::string& from, uint64_t base, bool plus) {
+  std::vector<meta::Entry> page;
+  bool more = false;
+  RETURN_IF_ERROR(meta_->ReaddirPage(ctx, fh->ino, plus, from, config_.readdir_page, &page, &more));
+  fh->entries.clear();
+  if (from.empty()) {
     Attr self;
     RETURN_IF_ERROR(meta_->GetAttr(ctx, fh->ino, &self));
     meta::Entry dot{".", fh->ino, self};
@@ -377,16 +378,36 @@ Status Vfs::ReadDir(const Context& ctx, Handle* fh, uint64_t offset, bool plus, 
     dotdot.attr.mode = S_IFDIR;
     if (plus && self.parent != fh->ino) (void)meta_->GetAttr(ctx, self.parent, &dotdot.attr);
     else if (plus) dotdot.attr = self;
-    fh->entries.clear();
-    fh->entries.reserve(entries.size() + 2);
+    fh->entries.reserve(page.size() + 2);
     fh->entries.push_back(std::move(dot));
     fh->entries.push_back(std::move(dotdot));
-    for (auto& e : entries) fh->entries.push_back(std::move(e));
-    if (plus)
-      for (auto& e : fh->entries) ApplyPending(e.ino, &e.attr);
-    fh->listed = true;
+  }
+  for (auto& e : page) fh->entries.push_back(std::move(e));
+  if (plus)
+    for (auto& e : fh->entries) ApplyPending(e.ino, &e.attr);
+  fh->dir_base = base;
+  fh->dir_from = from;
+  fh->dir_plus = plus;
+  fh->dir_more = more;
+  fh->listed = true;
+  return Status::OK();
+}
+
+Status Vfs::ReadDir(const Context& ctx, Handle* fh, uint64_t offset, bool plus, const std::vector<meta::Entry>** out,
+                    uint64_t* base) {
+  std::lock_guard<std::mutex> g(fh->dir_mu);
+  if (offset == 0 || !fh->listed || offset < fh->dir_base) {
+    RETURN_IF_ERROR(FetchDirWindow(ctx, fh, "", 0, plus));
+  } else if (plus && !fh->dir_plus) {  // the same window, now with attributes
+    RETURN_IF_ERROR(FetchDirWindow(ctx, fh, fh->dir_from, fh->dir_base, plus));
+  }
+  while (offset >= fh->dir_base + fh->entries.size() && fh->dir_more) {
+    if (fh->entries.empty()) break;  // cannot happen: a window with more is never empty
+    std::string last = fh->entries.back().name;
+    RETURN_IF_ERROR(FetchDirWindow(ctx, fh, last == ".." ? "" : last, fh->dir_base + fh->entries.size(), plus));
   }
   *out = &fh->entries;
+  *base = fh->dir_base;
   return Status::OK();
 }
 
@@ -397,10 +418,17 @@ Status Vfs::ReleaseDir(Handle* fh) {
 
 // ---------------------------------------------------------------- xattrs
 
+namespace {
+constexpr const char* kCapabilityXattr = "security.capability";
+}  // namespace
+
 Status Vfs::GetXattr(const Context& ctx, Ino ino, const std::string& name, std::string* value) {
+  if (!config_.enable_cap && name == kCapabilityXattr) return Status::Err(ENODATA);
   return meta_->GetXattr(ctx, ino, name, value);
 }
 Status Vfs::SetXattr(const Context& ctx, Ino ino, const std::string& name, const std::string& value, int flags) {
+  if (!config_.enable_cap && name == kCapabilityXattr)
+    return Status::Err(EOPNOTSUPP, "security.capability needs mount option --enable-cap");
   return meta_->SetXattr(ctx, ino, name, value, flags);
 }
 Status Vfs::ListXattr(const Context& ctx, Ino ino, std::vector<std::string>* names) {

@@ -47,6 +47,14 @@ struct Config {
   uint64_t max_readahead = 32ull << 20;
   // A chunk with this many slices is compacted in the background (0 = never).
   uint32_t compact_threshold = 64;
+  // Directory entries fetched from the metadata engine per readdir page: an
+  // open directory holds at most one page, however big the directory.
+  size_t readdir_page = 1024;
+  // Support the security.capability xattr. Off (as JuiceFS's --enable-cap),
+  // reading it answers "none" without asking the metadata engine — the
+  // kernel asks before every write to a file (to drop capabilities) — and
+  // setting it fails with EOPNOTSUPP.
+  bool enable_cap = false;
   // Background jobs.
   int cleanup_interval_ms = 1000;
   int heartbeat_interval_s = 10;
@@ -62,9 +70,16 @@ struct Handle {
   // since this client last saw it: same mtime and length).
   bool keep_cache = false;
   std::atomic<bool> written{false};  // files: written through this handle
-  std::vector<meta::Entry> entries;  // directories: listing taken at offset 0
-  bool listed = false;
-  std::mutex dir_mu;                 // guards entries/listed
+  // Directories: a window of the listing. entries[i] has offset dir_base+i
+  // ("." and ".." are offsets 0 and 1); the window was fetched after name
+  // dir_from ("" = from the start), with attributes if dir_plus.
+  std::mutex dir_mu;
+  std::vector<meta::Entry> entries;  // guarded by dir_mu
+  uint64_t dir_base = 0;             // guarded by dir_mu
+  std::string dir_from;              // guarded by dir_mu
+  bool dir_plus = false;             // guarded by dir_mu
+  bool dir_more = false;             // guarded by dir_mu: entries follow the window
+  bool listed = false;               // guarded by dir_mu
 };
 
 class Vfs {
@@ -120,9 +135,12 @@ class Vfs {
   Result<uint64_t> Lseek(const Context& ctx, Handle* fh, uint64_t off, int whence);
 
   Status OpenDir(const Context& ctx, Ino ino, int flags, Handle** fh);
-  // Returns the listing ("." and ".." first); the adapter pages through it by
-  // index. offset 0 re-reads the directory.
-  Status ReadDir(const Context& ctx, Handle* fh, uint64_t offset, bool plus, const std::vector<meta::Entry>** out);
+  // Returns a window of the listing ("." and ".." first) holding the entry
+  // at `offset` (unless offset is past the end): (*out)[i] has offset
+  // *base + i. Offset 0 re-reads the directory; a later offset continues the
+  // listing page by page (Config::readdir_page entries at a time).
+  Status ReadDir(const Context& ctx, Handle* fh, uint64_t offset, bool plus, const std::vector<meta::Entry>** out,
+                 uint64_t* base);
   Status ReleaseDir(Handle* fh);
 
   Status GetXattr(const Context& ctx, Ino ino, const std::string& name, std::string* value);
@@ -142,6 +160,9 @@ class Vfs {
   void ReleaseFile(Ino ino);
   std::shared_ptr<FileData> FindFile(Ino ino);
   void ApplyPending(Ino ino, Attr* attr);
+  // Loads the window of fh's listing that follows name `from` ("" = the
+  // first window, with "." and ".."), at offset `base`.
+  Status FetchDirWindow(const Context& ctx, Handle* fh, const std::string& from, uint64_t base, bool plus);
   void BackgroundLoop();
 
   meta::Meta* const meta_;

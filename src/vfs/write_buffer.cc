@@ -147,6 +147,13 @@ uint64_t WriteBuffer::End() const {
   return uint64_t(index) * kChunkSize + pos + bytes.size();
 }
 
+std::map<uint32_t, WriteBuffer::Ranges> WriteBuffer::Take() {
+  std::map<uint32_t, Ranges> out;
+  out.swap(chunks_);
+  bytes_ = 0;
+  return out;
+}
+
 void WriteBuffer::Clear() {
   chunks_.clear();
   bytes_ = 0;

@@ -33,6 +33,8 @@ class WriteBuffer {
   size_t bytes() const { return bytes_; }
   bool empty() const { return chunks_.empty(); }
   const std::map<uint32_t, Ranges>& chunks() const { return chunks_; }
+  // Hands over every pending range and leaves the buffer empty.
+  std::map<uint32_t, Ranges> Take();
   void Clear();
 
  private:

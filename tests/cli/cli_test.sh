@@ -57,6 +57,8 @@ expect_fail "mount point missing" "does not exist" "$T" mount "sqlite3://$W/m.db
 touch "$W/file"
 expect_fail "mount point is a file" "not a directory" "$T" mount "sqlite3://$W/m.db" "$W/file"
 expect_fail "negative cache" "negative" "$T" mount "sqlite3://$W/m.db" "$MNT" --attr-cache -1
+expect_fail "writeback without cache dir" "cache-dir none" "$T" mount "sqlite3://$W/m.db" "$MNT" --writeback --cache-dir none
+expect_fail "upload delay without writeback" "needs --writeback" "$T" mount "sqlite3://$W/m.db" "$MNT" --upload-delay 5
 expect_ok "mount" "$T" mount "sqlite3://$W/m.db" "$MNT" -d --log "$W/log"
 echo data >"$MNT/f"
 expect_fail "mount twice" "already a mount point" "$T" mount "sqlite3://$W/m.db" "$MNT" -d --log "$W/log"
@@ -65,6 +67,7 @@ expect_ok "info" bash -c "'$T' info '$MNT/f' | grep -q 'chunk 0: 1 slice'"
 expect_fail "info outside a mount" "not inside" "$T" info "$W/file"
 expect_ok "umount" "$T" umount "$MNT"
 expect_fail "umount not mounted" "not mounted" "$T" umount "$MNT"
+expect_fail "umount --flush not a mount" "not a Tessera mount|nothing to flush" "$T" umount --flush "$MNT"
 expect_ok "fsck" "$T" fsck "sqlite3://$W/m.db"
 expect_ok "version" bash -c "'$T' version | grep -q 'tessera version'"
 

@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# End-to-end suite against a real mount of a fresh volume (SQLite + local
-# directory, small block size so chunk/block boundaries are crossed often).
+# End-to-end suite against a real mount of a fresh volume (small block size so
+# chunk/block boundaries are crossed often).
 # Usage: run_e2e.sh TESSERA_BINARY E2E_BIN_DIR [SUITE...]
-# Suites: posix fsx compact concurrency persist build twomounts crash fsck (default: all).
+# Suites: posix fsx compact concurrency persist build twomounts crash fsck
+#         faults sessions redis-restart writeback (default: the first nine).
+# The volume's engine and storage (the servers come from tests/tools/with-*.sh):
+#   TESSERA_E2E_META=sqlite (default) | redis ($TESSERA_TEST_REDIS_URL) | postgres ($TESSERA_TEST_PG_URL)
+#   TESSERA_E2E_STORAGE=file (default) | s3 ($TESSERA_TEST_S3_ENDPOINT, AWS_* credentials)
 # TESSERA_E2E_QUICK=1 shortens the random workloads (sanitizer builds).
 set -euo pipefail
 TESSERA=$(realpath "$1")
@@ -10,10 +14,44 @@ BIN=$(realpath "$2")
 shift 2
 SUITES=${*:-posix fsx compact concurrency persist build twomounts crash fsck}
 QUICK=${TESSERA_E2E_QUICK:-0}
+ENGINE=${TESSERA_E2E_META:-sqlite}
+STORAGE=${TESSERA_E2E_STORAGE:-file}
+HERE=$(cd "$(dirname "$0")" && pwd)
 
 WORK=$(mktemp -d /tmp/tessera-e2e.XXXXXX)
 MNT=$WORK/mnt
-META="sqlite3://$WORK/meta.db"
+case $ENGINE in
+  sqlite) META="sqlite3://$WORK/meta.db" ;;
+  redis) META=${TESSERA_TEST_REDIS_URL:?run under tests/tools/with-redis.sh} ;;
+  postgres) META=${TESSERA_TEST_PG_URL:?run under tests/tools/with-postgres.sh} ;;
+  *) echo "unknown TESSERA_E2E_META=$ENGINE" >&2; exit 2 ;;
+esac
+case $STORAGE in
+  file) STORE_ARGS=(--bucket "$WORK/bucket") ;;
+  s3)
+    S3_BUCKET="e2e-$(basename "$WORK" | tr 'A-Z.' 'a-z-')"
+    STORE_ARGS=(--storage s3 --bucket "${TESSERA_TEST_S3_ENDPOINT:?run under tests/tools/with-s3.sh}/$S3_BUCKET")
+    ;;
+  *) echo "unknown TESSERA_E2E_STORAGE=$STORAGE" >&2; exit 2 ;;
+esac
+log() { printf '[e2e] %s\n' "$*"; }
+log "engine $ENGINE, storage $STORAGE"
+
+# Does object KEY exist in the volume's bucket?
+obj_exists() {
+  if [ "$STORAGE" = file ]; then
+    [ -f "$WORK/bucket/$1" ]
+  else
+    /usr/bin/python3 - "$TESSERA_TEST_S3_ENDPOINT" "$S3_BUCKET" "$1" <<'PY'
+import sys, boto3, botocore
+s3 = boto3.client("s3", endpoint_url=sys.argv[1])
+try:
+    s3.head_object(Bucket=sys.argv[2], Key=sys.argv[3])
+except botocore.exceptions.ClientError:
+    sys.exit(1)
+PY
+  fi
+}
 mkdir -p "$MNT"
 chmod 755 "$WORK"
 
@@ -25,7 +63,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-log() { printf '[e2e] %s\n' "$*"; }
 mount_volume() {
   "$TESSERA" mount "$META" "$MNT" -d --log "$WORK/mount.log" "$@"
 }
@@ -37,7 +74,7 @@ fail() {
   exit 1
 }
 
-"$TESSERA" format "$META" e2e-vol --bucket "$WORK/bucket" --block-size 64 >/dev/null
+"$TESSERA" format "$META" e2e-vol "${STORE_ARGS[@]}" --block-size 64 >/dev/null
 mount_volume
 chmod 777 "$MNT"
 
@@ -70,6 +107,27 @@ for suite in $SUITES; do
     d="$MNT/concurrency"
     mkdir -p "$d"
     TESSERA_TEST_DIR="$d" "$BIN/e2e_concurrency_test" --gtest_brief=1 || fail concurrency
+    ;;
+  faults)
+    N=6000
+    [ "$QUICK" = 1 ] && N=2000
+    log "fsx through a store failing 5% of requests (+1% lost replies, +1% dropped connections)"
+    unmount_volume
+    TESSERA_OBJECT_FAULTS="seed=17,error=0.05,lost_reply=0.01,drop=0.01" mount_volume --compact-threshold 8
+    "$BIN/e2e_fsx" -N "$N" -S 21 -b 65536 -l $((4 << 20)) "$MNT/fsx-faults" >"$WORK/fsx-faults.log" 2>&1 ||
+      { tail -40 "$WORK/fsx-faults.log"; fail "fsx over a faulty store"; }
+    tail -2 "$WORK/fsx-faults.log" | head -1
+    grep -q "injecting faults" "$WORK/mount.log" || fail "the mount did not inject faults"
+    retried=$(grep -c "retrying in" "$WORK/mount.log" || true)
+    log "$retried object requests failed and were retried"
+    [ "$retried" -gt 20 ] || fail "too few injected faults to mean anything ($retried)"
+    head -c 20000000 /dev/urandom >"$WORK/faults.blob"
+    cp "$WORK/faults.blob" "$MNT/faults.blob" || fail "writing a big file over the faulty store"
+    echo 3 >/proc/sys/vm/drop_caches
+    cmp "$WORK/faults.blob" "$MNT/faults.blob" || fail "big file read back wrong over the faulty store"
+    unmount_volume
+    mount_volume
+    cmp "$WORK/faults.blob" "$MNT/faults.blob" || fail "big file differs after remounting without faults"
     ;;
   persist)
     log "remount persistence"
@@ -132,10 +190,10 @@ PY
     [ "$(md5sum <"$MNT/patchy")" = "$sum_before" ] || fail "content changed by compaction (after remount)"
     ;;
   twomounts)
-    log "two mounts of one SQLite volume on this host"
+    log "two mounts of one volume (two client processes; kernel caches on, default timeouts)"
     MNT2=$WORK/mnt2
     mkdir -p "$MNT2"
-    "$TESSERA" mount "$META" "$MNT2" -d --log "$WORK/mount2.log" --attr-cache 0 --entry-cache 0 --dir-entry-cache 0
+    "$TESSERA" mount "$META" "$MNT2" -d --log "$WORK/mount2.log"
     mkdir "$MNT/shared"
     head -c 3000000 /dev/urandom >"$WORK/blob"
     cp "$WORK/blob" "$MNT/shared/blob"
@@ -153,7 +211,116 @@ PY
     done
     [ "$(ls "$MNT/shared" | grep -c '^x')" = 50 ] || fail "O_EXCL creates from two mounts"
     for i in $(seq 1 50); do [ "$(wc -c <"$MNT2/shared/x$i")" = 2 ] || fail "O_EXCL: file x$i has two writers"; done
+    # Close-to-open with kernel caches on: the reader has the old version
+    # cached; its next open sees the new one completely, grown or shrunk.
+    echo "version one" >"$MNT/shared/c2o"
+    cat "$MNT2/shared/c2o" >/dev/null
+    for size in 1234567 1000 70000; do
+      head -c "$size" /dev/urandom >"$WORK/c2o"
+      cp "$WORK/c2o" "$MNT/shared/c2o"
+      cmp "$WORK/c2o" "$MNT2/shared/c2o" || fail "close-to-open: mount 2 read a stale version ($size bytes)"
+    done
+    sleep 1.2  # attribute cache timeout
+    [ "$(stat -c %s.%Y "$MNT/shared/c2o")" = "$(stat -c %s.%Y "$MNT2/shared/c2o")" ] || fail "size/mtime differ"
+    rm "$MNT/shared/c2o"
+    sleep 1.2  # entry cache timeout
+    [ ! -e "$MNT2/shared/c2o" ] || fail "unlink not seen by the other mount"
+    # Locks exclude across clients: BSD flock and POSIX record locks.
+    : >"$MNT/shared/lockf"
+    flock "$MNT/shared/lockf" sleep 3 &
+    locker=$!
+    sleep 0.5
+    flock -n "$MNT2/shared/lockf" true && fail "flock: both mounts got the exclusive lock"
+    wait "$locker"
+    flock -n "$MNT2/shared/lockf" true || fail "flock: not released"
+    python3 - "$MNT/shared/lockf" "$MNT2/shared/lockf" <<'PY' || fail "POSIX locks across mounts"
+import fcntl, os, sys, time
+a = os.open(sys.argv[1], os.O_RDWR)
+fcntl.lockf(a, fcntl.LOCK_EX | fcntl.LOCK_NB, 100, 0)      # bytes 0-99 on mount 1
+pid = os.fork()
+if pid == 0:                                               # another process, mount 2
+    b = os.open(sys.argv[2], os.O_RDWR)
+    try:
+        fcntl.lockf(b, fcntl.LOCK_EX | fcntl.LOCK_NB, 10, 50)
+        os._exit(1)                                        # overlapping range granted: wrong
+    except OSError:
+        pass
+    fcntl.lockf(b, fcntl.LOCK_EX | fcntl.LOCK_NB, 10, 200) # disjoint range: fine
+    os._exit(0)
+_, status = os.waitpid(pid, 0)
+sys.exit(os.waitstatus_to_exitcode(status))
+PY
     "$TESSERA" umount "$MNT2"
+    ;;
+  sessions)
+    log "a client killed with SIGKILL: the next mount cleans its session, locks and open-unlinked files"
+    MNT2=$WORK/mnt2
+    mkdir -p "$MNT2" "$MNT/s"
+    "$TESSERA" mount "$META" "$MNT2" -d --log "$WORK/mount2.log"
+    : >"$MNT/s/held"
+    head -c 1000000 /dev/urandom >"$MNT/s/gone"
+    "$TESSERA" info "$MNT/s/gone" | awk '/object /{print $2}' >"$WORK/gone.objects"
+    [ -s "$WORK/gone.objects" ] || fail "no objects listed for the open-unlinked file"
+    python3 - "$MNT2/s" "$WORK/holding" <<'PY' &
+import fcntl, os, sys, time
+held = os.open(sys.argv[1] + "/held", os.O_RDWR)
+fcntl.flock(held, fcntl.LOCK_EX)
+gone = os.open(sys.argv[1] + "/gone", os.O_RDONLY)
+os.unlink(sys.argv[1] + "/gone")
+open(sys.argv[2], "w").close()
+time.sleep(1000)
+PY
+    holder=$!
+    for _ in $(seq 1 100); do [ -f "$WORK/holding" ] && break; sleep 0.1; done
+    [ -f "$WORK/holding" ] || fail "lock holder did not start"
+    [ "$("$TESSERA" status "$META" | grep -c "$MNT2")" -ge 1 ] || fail "status does not list mount 2's session"
+    flock -n "$MNT/s/held" true && fail "mount 2's lock does not exclude mount 1"
+    pid=$(pgrep -f "tessera mount .* $MNT2 -d" | head -1)
+    [ -n "$pid" ] || fail "cannot find mount 2's process"
+    kill -9 "$pid"
+    kill -9 "$holder" 2>/dev/null || true
+    wait "$holder" 2>/dev/null || true
+    umount -l "$MNT2" 2>/dev/null || true
+    # (Mount 1 may already be cleaning the dead session: its periodic check
+    # finds a session of this host whose process is gone.)
+    while read -r key; do obj_exists "$key" || fail "open-unlinked file lost object $key before cleanup"; done <"$WORK/gone.objects"
+    # The next mount of the volume finds the dead session (same host, process gone) and cleans it.
+    "$TESSERA" mount "$META" "$MNT2" -d --log "$WORK/mount2.log"
+    flock -n "$MNT/s/held" true || fail "the dead client's lock was not released"
+    left=0
+    for _ in $(seq 1 50); do
+      left=0
+      while read -r key; do obj_exists "$key" && left=$((left + 1)); done <"$WORK/gone.objects"
+      [ "$left" -eq 0 ] && break
+      sleep 0.2
+    done
+    [ "$left" -eq 0 ] || fail "$left object(s) of the dead client's open-unlinked file not reclaimed"
+    [ "$("$TESSERA" status "$META" | grep -c "\"ProcessID\": $pid,")" = 0 ] || fail "the dead session is still listed"
+    "$TESSERA" umount "$MNT2"
+    ;;
+  redis-restart)
+    log "redis-server restarts (AOF) during a workload: nothing acknowledged is lost"
+    [ "$ENGINE" = redis ] || fail "redis-restart needs TESSERA_E2E_META=redis"
+    mkdir -p "$MNT/rr"
+    : >"$WORK/acked.list"
+    (
+      for i in $(seq 1 400); do
+        head -c $((RANDOM * 8)) /dev/urandom >"$WORK/rr.$i"
+        if cp "$WORK/rr.$i" "$MNT/rr/f$i" 2>/dev/null; then echo "$i" >>"$WORK/acked.list"; fi
+      done
+    ) &
+    writer=$!
+    sleep 1
+    bash "$HERE/../tools/redis-server.sh" restart "$TESSERA_TEST_REDIS_DIR" || fail "redis restart"
+    sleep 1
+    bash "$HERE/../tools/redis-server.sh" restart "$TESSERA_TEST_REDIS_DIR" || fail "redis restart"
+    wait "$writer"
+    acked=$(wc -l <"$WORK/acked.list")
+    log "$acked of 400 files acknowledged across two restarts"
+    [ "$acked" -ge 300 ] || fail "too few writes succeeded around the restarts ($acked)"
+    unmount_volume
+    mount_volume
+    while read -r i; do cmp "$WORK/rr.$i" "$MNT/rr/f$i" || fail "acknowledged file f$i lost or corrupt"; done <"$WORK/acked.list"
     ;;
   crash)
     log "client crash: acknowledged data survives, open-unlinked files are reclaimed"
@@ -167,8 +334,8 @@ PY
     sleep 0.2
     rm "$MNT/doomed"
     sleep 1.5  # a background cleanup round passes: the objects must stay while the file is open
-    while read -r key; do [ -f "$WORK/bucket/$key" ] || fail "open-unlinked file lost object $key early"; done <"$WORK/doomed.objects"
-    pid=$(pgrep -f "tessera mount $META $MNT" | head -1)
+    while read -r key; do obj_exists "$key" || fail "open-unlinked file lost object $key early"; done <"$WORK/doomed.objects"
+    pid=$(pgrep -f "tessera mount .* $MNT -d" | head -1)
     [ -n "$pid" ] || fail "cannot find the client process"
     kill -9 "$pid"
     kill "$holder" 2>/dev/null || true
@@ -179,11 +346,14 @@ PY
     left=0
     for _ in $(seq 1 50); do
       left=0
-      while read -r key; do [ -f "$WORK/bucket/$key" ] && left=$((left + 1)); done <"$WORK/doomed.objects"
+      while read -r key; do obj_exists "$key" && left=$((left + 1)); done <"$WORK/doomed.objects"
       [ "$left" -eq 0 ] && break
       sleep 0.2
     done
     [ "$left" -eq 0 ] || fail "$left object(s) of the open-unlinked file not reclaimed after the crash"
+    ;;
+  writeback)
+    . "$(dirname "$0")/writeback_suite.sh"  # --writeback: staging, crash, recovery, umount --flush
     ;;
   fsck)
     log "fsck after the workloads"

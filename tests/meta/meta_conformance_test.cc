@@ -1,5 +1,5 @@
 // The metadata engine conformance suite: the contract of src/meta/meta.h, run
-// on every kv engine (memory, sqlite3). Errors are asserted by exact errno
+// on every engine (memory, sqlite3, postgres, redis). Errors are asserted by exact errno
 // (Status::code()), because the FUSE adapter hands them to the kernel as is;
 // where meta.h leaves a detail open, the expected value is what Linux does for
 // the same system call on a local file system.
@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <barrier>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -27,8 +28,10 @@
 
 #include <gtest/gtest.h>
 
+#include "../kv/pg_test_util.h"
 #include "chunk/layout.h"
 #include "meta/meta.h"
+#include "meta/redis_client.h"
 
 namespace tessera::meta {
 namespace {
@@ -99,8 +102,20 @@ class MetaConformanceTest : public ::testing::TestWithParam<std::string> {
   void SetUp() override {
     // Named memory stores are shared by every client opened with the same URL
     // (like sqlite3 files), so multi-client tests run on both engines.
-    url_ = GetParam() == "memory" ? "memory://" + UniqueName("meta-conformance")
-                                  : "sqlite3://" + (dir_.path() / "meta.db").string();
+    if (GetParam() == "postgres") {
+      if (kv::testing::PgEnv("TESSERA_TEST_PG_URL").empty()) GTEST_SKIP() << kv::testing::kPgSkipMessage;
+      url_ = FreshUrl();
+    } else if (GetParam() == "redis") {
+      // A real redis-server (ctest runs these under tests/tools/with-redis.sh).
+      const char* url = std::getenv("TESSERA_TEST_REDIS_URL");
+      if (url == nullptr) GTEST_SKIP() << "TESSERA_TEST_REDIS_URL not set (ctest unit_meta_redis sets it)";
+      url_ = url;
+      ASSERT_NO_FATAL_FAILURE(FlushRedis(url_));
+      ASSERT_NO_FATAL_FAILURE(FlushRedis(FreshUrl()));
+    } else {
+      url_ = GetParam() == "memory" ? "memory://" + UniqueName("meta-conformance")
+                                    : "sqlite3://" + (dir_.path() / "meta.db").string();
+    }
     m_ = OpenClient();
     ASSERT_NE(m_, nullptr);
     format_.name = "conformance";
@@ -118,7 +133,21 @@ class MetaConformanceTest : public ::testing::TestWithParam<std::string> {
 
   // A URL of an engine with nothing formatted in it.
   std::string FreshUrl() {
+    if (GetParam() == "postgres") {  // a new schema, dropped after the test
+      pg_schemas_.push_back(std::make_unique<kv::testing::PgSchema>(kv::testing::PgEnv("TESSERA_TEST_PG_URL")));
+      return pg_schemas_.back()->url();
+    }
+    if (GetParam() == "redis") return url_.substr(0, url_.rfind('/')) + "/1";  // database 1, flushed by SetUp
     return GetParam() == "memory" ? "memory://" : "sqlite3://" + (dir_.path() / UniqueName("fresh")).string() + ".db";
+  }
+
+  static void FlushRedis(const std::string& url) {
+    auto opts = redis::Options::Parse(url);
+    ASSERT_TRUE(opts.ok()) << opts.status().ToString();
+    auto client = redis::Client::Connect(*opts);
+    ASSERT_TRUE(client.ok()) << client.status().ToString();
+    auto r = (*client)->Command({"FLUSHDB"});
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
   }
 
   std::unique_ptr<Meta> OpenClient() {
@@ -255,12 +284,15 @@ class MetaConformanceTest : public ::testing::TestWithParam<std::string> {
   }
 
   TempDir dir_;
+  std::vector<std::unique_ptr<kv::testing::PgSchema>> pg_schemas_;  // outlive the clients
   std::string url_;
   Format format_;
   std::unique_ptr<Meta> m_;
 };
 
-INSTANTIATE_TEST_SUITE_P(Engines, MetaConformanceTest, ::testing::Values("memory", "sqlite3"),
+// postgres: TESSERA_TEST_PG_URL (skipped when unset; ctest unit_meta_postgres).
+// redis: TESSERA_TEST_REDIS_URL (skipped when unset; ctest unit_meta_redis).
+INSTANTIATE_TEST_SUITE_P(Engines, MetaConformanceTest, ::testing::Values("memory", "sqlite3", "postgres", "redis"),
                          [](const ::testing::TestParamInfo<std::string>& param) { return param.param; });
 
 // ---------------------------------------------------------------- volume
@@ -1899,6 +1931,50 @@ TEST_P(MetaConformanceTest, ConcurrentCreatesRenamesUnlinksInOneDirectory) {
   Walk(m_.get(), kRootIno, &seen, &ndirs);
   EXPECT_EQ(seen.size(), UsedInodes());
   EXPECT_EQ(ndirs, 2 + 3 * kThreads);
+}
+
+// Two clients move two directories into each other's subtrees at once:
+// /p/a -> /q/b/c/a and /q/b -> /p/a/d/b. Each checks that the directory it
+// moves is not above its new parent, and the two write disjoint keys, so
+// snapshot isolation would let both succeed and cut a cycle off the tree;
+// the engines must serialize them: exactly one succeeds, the other is EINVAL.
+TEST_P(MetaConformanceTest, CrossRenamesNeverMakeACycle) {
+  constexpr int kRounds = 20;
+  auto other = SecondClient("/mnt/b");
+  ASSERT_NE(other, nullptr);
+  for (int round = 0; round < kRounds; ++round) {
+    const std::string tag = std::to_string(round);
+    Ino p = Dir(kRootIno, "p" + tag);
+    Ino q = Dir(kRootIno, "q" + tag);
+    Ino a = Dir(p, "a");
+    Ino b = Dir(q, "b");
+    Ino c = Dir(b, "c");
+    Ino d = Dir(a, "d");
+    std::barrier start(2);
+    Status moved_a, moved_b;
+    std::thread t1([&] {
+      Ino ino = 0;
+      Attr attr;
+      start.arrive_and_wait();
+      moved_a = m_->Rename(Context::Root(), p, "a", c, "a", 0, &ino, &attr);
+    });
+    std::thread t2([&] {
+      Ino ino = 0;
+      Attr attr;
+      start.arrive_and_wait();
+      moved_b = other->Rename(Context::Root(), q, "b", d, "b", 0, &ino, &attr);
+    });
+    t1.join();
+    t2.join();
+    EXPECT_TRUE(moved_a.ok() || moved_a.code() == EINVAL) << moved_a.ToString();
+    EXPECT_TRUE(moved_b.ok() || moved_b.code() == EINVAL) << moved_b.ToString();
+    EXPECT_NE(moved_a.ok(), moved_b.ok()) << "round " << round;
+  }
+  ExpectClean();
+  std::set<Ino> seen;
+  int ndirs = 0;
+  Walk(m_.get(), kRootIno, &seen, &ndirs);
+  EXPECT_EQ(seen.size(), UsedInodes()) << "directories cut off the tree";
 }
 
 // ---------------------------------------------------------------- compaction

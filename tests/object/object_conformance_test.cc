@@ -1,5 +1,7 @@
 // One suite for every ObjectStore backend (STYLE.md principle 1), followed by
-// the checks that only make sense for the file backend.
+// the checks that only make sense for the file backend. The s3 instances run
+// against a real server when TESSERA_TEST_S3_ENDPOINT is set (ctest
+// unit_object_s3, through tests/tools/with-s3.sh) and skip otherwise.
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -16,6 +18,7 @@
 #include <gtest/gtest.h>
 
 #include "object/object_store.h"
+#include "s3_test_util.h"
 
 namespace tessera::object {
 namespace {
@@ -48,14 +51,35 @@ struct FileBackend {
   StoreOptions Options() const { return {.storage = "file", .bucket = dir.path() + "/vol"}; }
 };
 
+// A fresh bucket on the server of TESSERA_TEST_S3_ENDPOINT (s3_test_util.h),
+// removed afterwards; the tests skip without one.
+struct S3Backend {
+  std::string bucket = testing::RandomBucketName();
+  StoreOptions Options() const { return testing::S3TestOptions(bucket); }
+  static std::string SkipReason() { return testing::S3SkipReason(); }
+  void Cleanup(ObjectStore* store) {
+    Status st = testing::DestroyS3Bucket(store);
+    EXPECT_TRUE(st.ok()) << st.ToString();
+  }
+};
+
 template <typename Backend>
 class ObjectStoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
+    if constexpr (requires { Backend::SkipReason(); }) {
+      if (std::string why = Backend::SkipReason(); !why.empty()) GTEST_SKIP() << why;
+    }
     auto store = Open(backend_.Options());
     ASSERT_TRUE(store.ok()) << store.status().ToString();
     store_ = std::move(*store);
-    ASSERT_TRUE(store_->Create().ok());
+    Status created = store_->Create();
+    ASSERT_TRUE(created.ok()) << created.ToString();
+  }
+  void TearDown() override {
+    if constexpr (requires(Backend b, ObjectStore* s) { b.Cleanup(s); }) {
+      if (store_) backend_.Cleanup(store_.get());
+    }
   }
 
   std::string MustGet(const std::string& key, int64_t off = 0, int64_t len = -1) {
@@ -78,12 +102,12 @@ class ObjectStoreTest : public ::testing::Test {
   std::unique_ptr<ObjectStore> store_;
 };
 
-using Backends = ::testing::Types<MemoryBackend, FileBackend>;
+using Backends = ::testing::Types<MemoryBackend, FileBackend, S3Backend>;
 class BackendNames {
  public:
   template <typename T>
   static std::string GetName(int) {
-    return std::is_same_v<T, MemoryBackend> ? "memory" : "file";
+    return std::is_same_v<T, MemoryBackend> ? "memory" : std::is_same_v<T, FileBackend> ? "file" : "s3";
   }
 };
 TYPED_TEST_SUITE(ObjectStoreTest, Backends, BackendNames);
@@ -258,7 +282,7 @@ TEST(OpenTest, RejectsBadOptions) {
   auto r = Open({.storage = "s4", .bucket = "x"});
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), EINVAL);
-  EXPECT_EQ(r.status().message(), "unknown storage type 's4' (expected file or memory)");
+  EXPECT_EQ(r.status().message(), "unknown storage type 's4' (expected file, memory or s3)");
   EXPECT_EQ(Open({.storage = "file", .bucket = ""}).status().code(), EINVAL);
   EXPECT_EQ(Open({.storage = "file", .bucket = "/"}).status().code(), EINVAL);
 }

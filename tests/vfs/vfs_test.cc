@@ -552,6 +552,51 @@ TEST_F(VfsTest, LseekDataAndHole) {
   Release(fh);
 }
 
+// With a page of 3 entries, a directory of 20 lists completely through
+// several windows, each window holds at most one page, rewinding re-reads,
+// and a switch from readdir to readdirplus refetches the window with
+// attributes.
+TEST_F(VfsTest, ReadDirPagesBigDirectoriesThroughBoundedWindows) {
+  Config config = DefaultConfig();
+  config.readdir_page = 3;
+  ASSERT_NO_FATAL_FAILURE(StartVfs(config));
+  std::set<std::string> want;
+  for (int i = 0; i < 20; ++i) {
+    Ino ino = 0;
+    std::string name = "f" + std::to_string(i);
+    Handle* fh = Create(name, &ino);
+    ASSERT_NE(fh, nullptr);
+    Release(fh);
+    want.insert(name);
+  }
+  Handle* dh = nullptr;
+  ASSERT_OK(vfs_->OpenDir(ctx_, kRootIno, O_RDONLY, &dh));
+  for (int pass = 0; pass < 2; ++pass) {
+    std::set<std::string> seen;
+    uint64_t off = 0;
+    for (;;) {
+      const std::vector<meta::Entry>* entries = nullptr;
+      uint64_t base = 0;
+      bool plus = off >= 8;  // switch to readdirplus half way
+      ASSERT_OK(vfs_->ReadDir(ctx_, dh, off, plus, &entries, &base));
+      ASSERT_LE(entries->size(), 5u);  // one page (+ "." and "..")
+      if (off >= base + entries->size()) break;
+      ASSERT_LE(base, off);
+      const meta::Entry& e = (*entries)[off - base];
+      if (e.name != "." && e.name != "..") {
+        EXPECT_TRUE(seen.insert(e.name).second) << "listed twice: " << e.name;
+        if (plus) {
+          EXPECT_TRUE(e.attr.IsFile()) << e.name;
+        }
+      }
+      ++off;
+    }
+    EXPECT_EQ(seen, want) << "pass " << pass;
+    EXPECT_EQ(off, 22u);
+  }
+  ASSERT_OK(vfs_->ReleaseDir(dh));
+}
+
 TEST_F(VfsTest, ReadDirListsDotsFirstAndPagesByOffset) {
   Ino dir = 0;
   Attr attr;
@@ -571,7 +616,8 @@ TEST_F(VfsTest, ReadDirListsDotsFirstAndPagesByOffset) {
       Handle* dh = nullptr;
       ASSERT_OK(vfs_->OpenDir(ctx_, dir, O_RDONLY, &dh));
       const std::vector<meta::Entry>* entries = nullptr;
-      ASSERT_OK(vfs_->ReadDir(ctx_, dh, 0, /*plus=*/true, &entries));
+      uint64_t base = 0;
+      ASSERT_OK(vfs_->ReadDir(ctx_, dh, 0, /*plus=*/true, &entries, &base));
       bool seen = false;
       for (const auto& e : *entries) {
         if (e.name == "a") {
@@ -590,7 +636,8 @@ TEST_F(VfsTest, ReadDirListsDotsFirstAndPagesByOffset) {
   Handle* dh = nullptr;
   ASSERT_OK(vfs_->OpenDir(ctx_, dir, O_RDONLY, &dh));
   const std::vector<meta::Entry>* entries = nullptr;
-  ASSERT_OK(vfs_->ReadDir(ctx_, dh, 0, /*plus=*/true, &entries));
+  uint64_t base = 0;
+  ASSERT_OK(vfs_->ReadDir(ctx_, dh, 0, /*plus=*/true, &entries, &base));
   ASSERT_EQ(entries->size(), 5u);
   EXPECT_EQ((*entries)[0].name, ".");
   EXPECT_EQ((*entries)[0].ino, dir);
@@ -613,22 +660,22 @@ TEST_F(VfsTest, ReadDirListsDotsFirstAndPagesByOffset) {
   Handle* fh = Create("d", &d, dir);
   ASSERT_NE(fh, nullptr);
   Release(fh);
-  ASSERT_OK(vfs_->ReadDir(ctx_, dh, 3, false, &entries));
+  ASSERT_OK(vfs_->ReadDir(ctx_, dh, 3, false, &entries, &base));
   EXPECT_EQ(entries->size(), 5u);
   // ... and offset 0 (rewinddir) reads the directory again.
-  ASSERT_OK(vfs_->ReadDir(ctx_, dh, 0, false, &entries));
+  ASSERT_OK(vfs_->ReadDir(ctx_, dh, 0, false, &entries, &base));
   EXPECT_EQ(entries->size(), 6u);
   ASSERT_OK(vfs_->ReleaseDir(dh));
 
   // A handle whose first call is at a non-zero offset still gets a listing.
   ASSERT_OK(vfs_->OpenDir(ctx_, dir, O_RDONLY, &dh));
-  ASSERT_OK(vfs_->ReadDir(ctx_, dh, 4, false, &entries));
+  ASSERT_OK(vfs_->ReadDir(ctx_, dh, 4, false, &entries, &base));
   EXPECT_EQ(entries->size(), 6u);
   ASSERT_OK(vfs_->ReleaseDir(dh));
 
   // The root's ".." is the root itself.
   ASSERT_OK(vfs_->OpenDir(ctx_, kRootIno, O_RDONLY, &dh));
-  ASSERT_OK(vfs_->ReadDir(ctx_, dh, 0, true, &entries));
+  ASSERT_OK(vfs_->ReadDir(ctx_, dh, 0, true, &entries, &base));
   ASSERT_GE(entries->size(), 3u);
   EXPECT_EQ((*entries)[0].name, ".");
   EXPECT_EQ((*entries)[0].ino, kRootIno);
@@ -1018,8 +1065,9 @@ TEST_F(VfsTest, ConcurrentMixedOperationsOnOneFile) {
       Handle* dh = nullptr;
       check(vfs_->OpenDir(ctx_, kRootIno, O_RDONLY, &dh));
       const std::vector<meta::Entry>* entries = nullptr;
+      uint64_t base = 0;
       if (dh) {
-        check(vfs_->ReadDir(ctx_, dh, 0, true, &entries));
+        check(vfs_->ReadDir(ctx_, dh, 0, true, &entries, &base));
         check(vfs_->ReleaseDir(dh));
       }
       check(vfs_->GetAttr(ctx_, ino, &attr));
@@ -1065,6 +1113,32 @@ TEST_F(VfsTest, KeepCacheOnlyWhileTheFileIsUnchanged) {
   ASSERT_NE(r3, nullptr);
   EXPECT_FALSE(r3->keep_cache);
   Release(r3);
+}
+
+}  // namespace
+}  // namespace tessera::vfs
+
+namespace tessera::vfs {
+namespace {
+
+// security.capability: without --enable-cap the lookup the kernel makes
+// before every write is answered without the engine, and setting it is
+// refused; with it, it is an xattr like the others.
+TEST_F(VfsTest, CapabilityXattrNeedsEnableCap) {
+  Ino ino = 0;
+  Handle* fh = Create("cap", &ino);
+  ASSERT_NE(fh, nullptr);
+  Release(fh);
+  std::string value;
+  EXPECT_EQ(vfs_->GetXattr(ctx_, ino, "security.capability", &value).code(), ENODATA);
+  EXPECT_EQ(vfs_->SetXattr(ctx_, ino, "security.capability", "caps", 0).code(), EOPNOTSUPP);
+  ASSERT_OK(vfs_->SetXattr(ctx_, ino, "user.other", "v", 0));
+  Config config = DefaultConfig();
+  config.enable_cap = true;
+  ASSERT_NO_FATAL_FAILURE(StartVfs(config));
+  ASSERT_OK(vfs_->SetXattr(ctx_, ino, "security.capability", "caps", 0));
+  ASSERT_OK(vfs_->GetXattr(ctx_, ino, "security.capability", &value));
+  EXPECT_EQ(value, "caps");
 }
 
 }  // namespace

@@ -1,0 +1,404 @@
+// The shared core of the SQL kv::Engine backends (sqlite3, postgres).
+//
+// Both store the key space in one table `kv (k <blob> PRIMARY KEY, v <blob>)`
+// and run the same statements; what differs is split in two:
+//
+//   * the dialect (this file, sql_kv.cc): SQL text that differs (table DDL,
+//     parameter placeholders, how a read or write transaction begins) and
+//     which native errors mean "lost a race, run the transaction again" or
+//     "the connection is gone";
+//   * the driver (sqlite_kv.cc over the SQLite C API, postgres_kv.cc over
+//     libpq): a `Conn` class that prepares every statement of the dialect once
+//     when it connects, binds parameters and reads rows.
+//
+// Everything else is here, written once as templates over the driver's Conn
+// (so the SQLite hot path has no virtual calls and no per-operation SQL
+// formatting): the Txn (read-only checks, batched scans), the connection
+// pool, and the transaction loop (BEGIN, fn, COMMIT, roll back and retry with
+// backoff on a conflict, reconnect when a connection broke).
+//
+// A driver's Conn provides:
+//   static Result<std::unique_ptr<Conn>> Open(const Config&)
+//   Status Begin(bool read_only); Status Commit(); Status Rollback();
+//   bool Reusable() const;            // idle and healthy: may go back to the pool
+//   Failure failure() const; void ClearFailure();
+//   Result<std::string> Get(key); Status Put(key, value); Status Delete(key);
+//   Status ScanBatch(from, end, limit, Rows*); Status DeleteAll();
+// where every failing call records its Failure (so that a retry happens even
+// when fn swallows the error).
+#pragma once
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "kv/kv.h"
+
+namespace tessera::kv::sql {
+
+// The statements every connection prepares once.
+enum Stmt {
+  kBeginRead,
+  kBeginWrite,
+  kCommit,
+  kRollback,
+  kGet,
+  kPut,
+  kDelete,
+  kScanRange,
+  kScanFrom,
+  kDeleteAll,
+  kNumStmts
+};
+
+// What differs between the SQL dialects; everything else is shared.
+struct Dialect {
+  // Engine::Name() and the first word of error messages.
+  const char* name;
+  // Creates the table if missing (binary key type, primary key).
+  const char* create_table;
+  // Parameters are written ?1, ?2... in the shared statements; a dialect
+  // numbering them $1, $2... says '$'.
+  char placeholder;
+  const char* begin_read;
+  const char* begin_write;
+};
+
+extern const Dialect kSqliteDialect;
+extern const Dialect kPostgresDialect;
+
+// The text of statement s in dialect d. Built when a connection prepares its
+// statements, never per operation.
+std::string StatementText(const Dialect& d, Stmt s);
+
+// What the transaction loop does after a call failed, by kind of error.
+enum class Failure {
+  kNone,
+  // Lost a race with another transaction: roll back, back off, run fn again.
+  kRetry,
+  // The connection is gone (server restart, network): replace it and run fn
+  // again, unless COMMIT of a write transaction was in flight.
+  kReconnect,
+};
+
+// SQLite: SQLITE_BUSY and SQLITE_LOCKED (any extended code) mean retry.
+Failure ClassifySqlite(int rc);
+// PostgreSQL: SQLSTATE 40001 serialization_failure and 40P01
+// deadlock_detected mean retry; a connection not in CONNECTION_OK state means
+// reconnect. sqlstate may be null (errors raised by libpq itself).
+Failure ClassifyPostgres(const char* sqlstate, bool connection_ok);
+
+// Sleeps before another attempt of a transaction that lost a race: a random
+// time in [cap/2, cap], cap = 2^attempt ms up to 64 ms, so competitors fall
+// out of step.
+void Backoff(int attempt);
+
+using Rows = std::vector<std::pair<std::string, std::string>>;
+
+// Lets a write transaction that lost a race run its retries alone in this
+// process. Write transactions pass the gate shared; one that must retry
+// waits until it can pass exclusively, and while it waits or runs no new one
+// passes. So a hot key (a counter, the directory every thread creates files
+// in) costs each thread at most one lost race inside the process, rather
+// than a retry storm that can starve one of them; unrelated writes still run
+// in parallel while nothing conflicts. Transactions of other processes are
+// not held back: against those, only backoff helps.
+class ConflictGate {
+ public:
+  void EnterShared() {
+    std::unique_lock lock(mu_);
+    changed_.wait(lock, [&] { return !exclusive_ && exclusive_waiting_ == 0; });
+    ++shared_;
+  }
+  void ExitShared() {
+    std::lock_guard lock(mu_);
+    if (--shared_ == 0) changed_.notify_all();
+  }
+  void EnterExclusive() {
+    std::unique_lock lock(mu_);
+    ++exclusive_waiting_;
+    changed_.wait(lock, [&] { return !exclusive_ && shared_ == 0; });
+    --exclusive_waiting_;
+    exclusive_ = true;
+  }
+  void ExitExclusive() {
+    std::lock_guard lock(mu_);
+    exclusive_ = false;
+    changed_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable changed_;
+  int shared_ = 0;             // guarded by mu_
+  int exclusive_waiting_ = 0;  // guarded by mu_
+  bool exclusive_ = false;     // guarded by mu_
+};
+
+// A transaction's passage through a ConflictGate (none when gate is null),
+// left on every exit path.
+class GatePass {
+ public:
+  explicit GatePass(ConflictGate* gate) : gate_(gate) {
+    if (gate_ != nullptr) gate_->EnterShared();
+  }
+  ~GatePass() {
+    if (gate_ == nullptr) return;
+    if (exclusive_) {
+      gate_->ExitExclusive();
+    } else {
+      gate_->ExitShared();
+    }
+  }
+  GatePass(const GatePass&) = delete;
+  GatePass& operator=(const GatePass&) = delete;
+
+  void MakeExclusive() {
+    if (gate_ == nullptr || exclusive_) return;
+    gate_->ExitShared();
+    gate_->EnterExclusive();
+    exclusive_ = true;
+  }
+
+ private:
+  ConflictGate* const gate_;
+  bool exclusive_ = false;
+};
+
+// Scan fetches rows in batches that grow from the first to the last size, so
+// a scan stopped early reads little and a long one needs few queries.
+inline constexpr int64_t kFirstScanBatch = 32;
+inline constexpr int64_t kMaxScanBatch = 1024;
+
+// Runs each operation on the connection inside its open transaction, so reads
+// see the transaction's own writes. Not thread-safe.
+template <typename Conn>
+class SqlTxn final : public Txn {
+ public:
+  SqlTxn(Conn* conn, bool read_only) : conn_(conn), read_only_(read_only) {}
+
+  Result<std::string> Get(std::string_view key) override { return conn_->Get(key); }
+
+  Status Put(std::string_view key, std::string_view value) override {
+    if (read_only_) return Status::Err(EINVAL, "kv: Put in a read-only transaction");
+    return conn_->Put(key, value);
+  }
+
+  Status Delete(std::string_view key) override {
+    if (read_only_) return Status::Err(EINVAL, "kv: Delete in a read-only transaction");
+    return conn_->Delete(key);
+  }
+
+  // fn runs between batch queries, never while a statement is active, so it
+  // may read and write through this transaction.
+  Status Scan(std::string_view begin, std::string_view end, size_t limit, const ScanFn& fn) override {
+    std::string from(begin);
+    Rows rows;
+    size_t visited = 0;
+    for (int64_t batch = kFirstScanBatch;; batch = std::min(batch * 2, kMaxScanBatch)) {
+      const int64_t want = limit == 0 ? batch : std::min(batch, static_cast<int64_t>(limit - visited));
+      rows.clear();
+      RETURN_IF_ERROR(conn_->ScanBatch(from, end, want, &rows));
+      for (const auto& [key, value] : rows) {
+        if (!fn(key, value)) return Status::OK();
+      }
+      visited += rows.size();
+      if (static_cast<int64_t>(rows.size()) < want || visited == limit) return Status::OK();
+      // Resume at the smallest key after the last one.
+      from = std::move(rows.back().first);
+      from.push_back('\0');
+    }
+  }
+
+ private:
+  Conn* const conn_;
+  const bool read_only_;
+};
+
+struct PoolOptions {
+  // Connections kept open; bounds how many transactions run at once.
+  int max_connections = 8;
+  // Times a whole transaction is tried while it keeps losing races (or
+  // finding its connection broken); then Run returns EBUSY (transient).
+  int max_attempts = 10;
+  // Run this process's write transactions one at a time (SQLite has a single
+  // writer anyway; queueing on a mutex beats its polling busy handler).
+  bool serialize_writers = false;
+  // Retry a write transaction that lost a race with no other write
+  // transaction of this engine running (ConflictGate).
+  bool serialize_retries = false;
+};
+
+// A kv::Engine over a pool of driver connections. Thread-safe. Lock order:
+// writer_mu_, then a pool connection (mu_), then gate_. fn must not call Run
+// on the same engine (a nested transaction could deadlock on writer_mu_, the
+// pool or gate_).
+template <typename Conn>
+class SqlEngine final : public Engine {
+ public:
+  using Config = typename Conn::Config;
+
+  // config: what Conn::Open needs; description: how error messages name the
+  // database (e.g. "sqlite3 '/path'"; must hold no secret); first: an open
+  // connection, which becomes the pool's first.
+  SqlEngine(const Dialect& dialect, Config config, std::string description, const PoolOptions& options,
+            std::unique_ptr<Conn> first)
+      : dialect_(dialect), config_(std::move(config)), description_(std::move(description)), options_(options) {
+    idle_.push_back(std::move(first));
+    open_conns_ = 1;
+  }
+
+  Status Run(const TxnFn& fn, bool read_only) override {
+    return Transact(read_only, [&](Conn& conn) {
+      SqlTxn<Conn> txn(&conn, read_only);
+      return fn(txn);
+    });
+  }
+
+  Status DropAll() override {
+    return Transact(false, [](Conn& conn) { return conn.DeleteAll(); });
+  }
+
+  std::string Name() const override { return dialect_.name; }
+
+ private:
+  // A connection borrowed from the pool, returned on every exit path.
+  class Lease {
+   public:
+    explicit Lease(SqlEngine* engine) : engine_(engine) {}
+    ~Lease() {
+      if (conn_) engine_->Release(std::move(conn_));
+    }
+    Lease(const Lease&) = delete;
+    Lease& operator=(const Lease&) = delete;
+
+    // Takes an idle connection or opens one, waiting while the pool is full.
+    Status Acquire() { return engine_->Acquire(&conn_); }
+    // Closes the (broken) connection and opens a new one in its place.
+    Status Replace() {
+      conn_.reset();
+      return engine_->Open(&conn_);
+    }
+    Conn& conn() const { return *conn_; }
+
+   private:
+    SqlEngine* const engine_;
+    std::unique_ptr<Conn> conn_;  // null: its pool slot is free
+  };
+
+  // Runs body(conn) between BEGIN and COMMIT, retrying the whole transaction
+  // after a conflict (Failure::kRetry) or on a fresh connection after the old
+  // one broke (Failure::kReconnect).
+  template <typename Body>
+  Status Transact(bool read_only, const Body& body) {
+    std::unique_lock<std::mutex> writer(writer_mu_, std::defer_lock);
+    if (!read_only && options_.serialize_writers) writer.lock();
+    Lease lease(this);
+    RETURN_IF_ERROR(lease.Acquire());
+    // Entered holding a connection, so that every transaction holding the
+    // gate shared can finish and let an exclusive one in.
+    GatePass pass(!read_only && options_.serialize_retries ? &gate_ : nullptr);
+    for (int attempt = 1;; ++attempt) {
+      Conn& conn = lease.conn();
+      conn.ClearFailure();
+      bool committing = false;
+      Status status = conn.Begin(read_only);
+      if (status.ok()) status = body(conn);
+      if (status.ok() && conn.failure() == Failure::kNone) {
+        committing = true;
+        status = conn.Commit();
+      }
+      const Failure failure = conn.failure();
+      if (status.ok() && failure == Failure::kNone) return status;
+      if (failure == Failure::kReconnect) {
+        // The server rolls back what a lost connection had not committed, so
+        // running fn again is safe, except when COMMIT itself was cut short:
+        // then nobody knows whether it took effect.
+        if (committing && !read_only) {
+          return Status::Err(EIO, description_ +
+                                      ": connection lost during COMMIT; the transaction may or may not have been "
+                                      "applied: " +
+                                      status.message());
+        }
+        RETURN_IF_ERROR(lease.Replace());
+      } else {
+        RETURN_IF_ERROR(conn.Rollback());
+        if (failure == Failure::kNone) return status;  // fn's own error, or a hard database error
+      }
+      if (attempt >= options_.max_attempts) {
+        return Status::Err(EBUSY, description_ + ": database still busy after " + std::to_string(attempt) +
+                                      " attempts (locked by or conflicting with other transactions)" +
+                                      (status.ok() ? "" : ": " + status.message()));
+      }
+      if (failure == Failure::kRetry) {
+        Backoff(attempt);
+        pass.MakeExclusive();
+      }
+    }
+  }
+
+  Status Acquire(std::unique_ptr<Conn>* conn) {
+    {
+      std::unique_lock lock(mu_);
+      conn_freed_.wait(lock, [&] { return !idle_.empty() || open_conns_ < options_.max_connections; });
+      if (!idle_.empty()) {
+        *conn = std::move(idle_.back());
+        idle_.pop_back();
+        return Status::OK();
+      }
+      ++open_conns_;
+    }
+    return Open(conn);
+  }
+
+  // Opens a connection into a pool slot already counted in open_conns_; frees
+  // the slot if that fails.
+  Status Open(std::unique_ptr<Conn>* conn) {
+    Result<std::unique_ptr<Conn>> opened = Conn::Open(config_);
+    if (opened.ok()) {
+      *conn = std::move(opened).value();
+      return Status::OK();
+    }
+    std::lock_guard lock(mu_);
+    --open_conns_;
+    conn_freed_.notify_one();
+    return opened.status();
+  }
+
+  void Release(std::unique_ptr<Conn> conn) {
+    // A connection still inside a transaction (its rollback failed) or broken
+    // is closed rather than handed to the next caller.
+    if (!conn->Reusable()) conn.reset();
+    std::lock_guard lock(mu_);
+    if (conn) {
+      idle_.push_back(std::move(conn));  // LIFO: reuses the warmest connection
+    } else {
+      --open_conns_;
+    }
+    conn_freed_.notify_one();
+  }
+
+  // Immutable.
+  const Dialect& dialect_;
+  const Config config_;
+  const std::string description_;
+  const PoolOptions options_;
+
+  // Held for the whole of each write transaction when serialize_writers.
+  std::mutex writer_mu_;
+  // Passed by write transactions when serialize_retries.
+  ConflictGate gate_;
+
+  std::mutex mu_;
+  std::condition_variable conn_freed_;       // signalled when idle_ or open_conns_ changes
+  std::vector<std::unique_ptr<Conn>> idle_;  // guarded by mu_
+  int open_conns_ = 0;                       // guarded by mu_; idle plus lent out
+};
+
+}  // namespace tessera::kv::sql

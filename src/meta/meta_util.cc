@@ -1,0 +1,194 @@
+#include "meta/meta_util.h"
+
+#include <fcntl.h>
+#include <linux/falloc.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+
+#include <fmt/format.h>
+
+namespace tessera::meta {
+
+namespace {
+constexpr uint64_t kDefaultCapacity = 1ull << 50;  // reported when no capacity is set
+constexpr uint64_t kDefaultInodes = 10ull << 20;
+}  // namespace
+
+Status ValidName(const std::string& name) {
+  if (name.empty()) return Status::Err(ENOENT);
+  if (name.size() > kMaxName) return Status::Err(ENAMETOOLONG);
+  if (name.find('/') != std::string::npos || name.find('\0') != std::string::npos) return Status::Err(EINVAL);
+  return Status::OK();
+}
+
+bool IsDotName(const std::string& name) { return name == "." || name == ".."; }
+
+Status CheckMknodArgs(const std::string& name, uint32_t mode, const std::string& target, uint32_t* type) {
+  if (IsDotName(name)) return Status::Err(EEXIST);
+  RETURN_IF_ERROR(ValidName(name));
+  uint32_t t = mode & S_IFMT;
+  if (t == 0) t = S_IFREG;
+  if (t != S_IFREG && t != S_IFDIR && t != S_IFLNK && t != S_IFIFO && t != S_IFSOCK && t != S_IFCHR && t != S_IFBLK)
+    return Status::Err(EINVAL);
+  if (t == S_IFLNK && (target.empty() || target.size() > kMaxSymlink))
+    return Status::Err(target.empty() ? ENOENT : ENAMETOOLONG);
+  *type = t;
+  return Status::OK();
+}
+
+Status CheckRenameArgs(const std::string& nsrc, const std::string& ndst, uint32_t flags) {
+  if (flags & ~(kRenameNoReplace | kRenameExchange)) return Status::Err(EINVAL);
+  if ((flags & kRenameNoReplace) && (flags & kRenameExchange)) return Status::Err(EINVAL);
+  if (IsDotName(nsrc) || IsDotName(ndst)) return Status::Err(EINVAL);
+  RETURN_IF_ERROR(ValidName(nsrc));
+  return ValidName(ndst);
+}
+
+Status CheckFallocateArgs(int mode, uint64_t off, uint64_t len) {
+  const int supported = FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE;
+  if (mode & ~supported) return Status::Err(EOPNOTSUPP);
+  if ((mode & FALLOC_FL_PUNCH_HOLE) && !(mode & FALLOC_FL_KEEP_SIZE)) return Status::Err(EOPNOTSUPP);
+  if ((mode & FALLOC_FL_PUNCH_HOLE) && (mode & FALLOC_FL_ZERO_RANGE)) return Status::Err(EINVAL);
+  if (len == 0) return Status::Err(EINVAL);
+  if (off + len > kMaxFileSize || off + len < off) return Status::Err(EFBIG);
+  return Status::OK();
+}
+
+Status CheckXattrName(const std::string& name) {
+  if (name.empty() || name.size() > XATTR_NAME_MAX) return Status::Err(ERANGE);
+  return Status::OK();
+}
+
+int OpenMask(int flags) {
+  int mask = 0;
+  switch (flags & O_ACCMODE) {
+    case O_RDONLY: mask = R_OK; break;
+    case O_WRONLY: mask = W_OK; break;
+    default: mask = R_OK | W_OK; break;
+  }
+  if (flags & O_TRUNC) mask |= W_OK;
+  return mask;
+}
+
+Status CheckOpen(const Context& ctx, const Attr& attr, int flags) {
+  int mask = OpenMask(flags);
+  if (attr.IsDir() && (mask & W_OK)) return Status::Err(EISDIR);
+  return CheckPermission(ctx, attr, mask);
+}
+
+void FillStatFs(const Format& format, int64_t used, int64_t inodes, StatFs* out) {
+  used = std::max<int64_t>(used, 0);
+  inodes = std::max<int64_t>(inodes, 0);
+  uint64_t cap = format.capacity ? format.capacity : kDefaultCapacity;
+  out->total_space = std::max<uint64_t>(cap, uint64_t(used));
+  out->avail_space = out->total_space - uint64_t(used);
+  uint64_t ilimit = format.inodes ? format.inodes : std::max<uint64_t>(kDefaultInodes, uint64_t(inodes) * 2);
+  out->used_inodes = uint64_t(inodes);
+  out->avail_inodes = ilimit > uint64_t(inodes) ? ilimit - uint64_t(inodes) : 0;
+}
+
+void CheckTree(const std::unordered_map<Ino, Attr>& attrs, const std::vector<EntryTriple>& entries,
+               std::vector<std::string>* problems) {
+  std::unordered_map<Ino, uint32_t> names;    // entries pointing at each inode
+  std::unordered_map<Ino, uint32_t> subdirs;  // directory -> child directories
+  for (auto& [parent, name, child] : entries) {
+    auto it = attrs.find(child);
+    if (it == attrs.end()) {
+      problems->push_back(fmt::format("entry {}/{} points to missing inode {}", parent, name, child));
+      continue;
+    }
+    names[child]++;
+    if (it->second.IsDir() && it->second.nlink > 0) {
+      subdirs[parent]++;
+      if (it->second.parent != parent)
+        problems->push_back(fmt::format("directory {} is in {} but records parent {}", child, parent, it->second.parent));
+    }
+  }
+  for (auto& [ino, a] : attrs) {
+    if (ino == kRootIno || (a.nlink == 0 && names[ino] == 0)) continue;  // unlinked, still referenced
+    if (a.IsDir()) {
+      if (names[ino] != 1) problems->push_back(fmt::format("directory {} has {} names", ino, names[ino]));
+    } else if (a.nlink != names[ino]) {
+      problems->push_back(fmt::format("inode {} nlink {} but {} names", ino, a.nlink, names[ino]));
+    }
+  }
+  for (auto& [ino, a] : attrs)
+    if (a.IsDir() && a.nlink > 0 && a.nlink != 2 + subdirs[ino])
+      problems->push_back(fmt::format("directory {} nlink {} but {} subdirectories", ino, a.nlink, subdirs[ino]));
+}
+
+bool ProcessAlive(uint32_t pid) {
+  if (pid == 0) return false;
+  if (kill(pid_t(pid), 0) != 0 && errno == ESRCH) return false;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return true;  // no /proc: trust kill()
+  auto paren = line.rfind(')');
+  return !(paren != std::string::npos && paren + 2 < line.size() && (line[paren + 2] == 'Z' || line[paren + 2] == 'X'));
+}
+
+std::string HostName() {
+  char buf[256] = {0};
+  gethostname(buf, sizeof(buf) - 1);
+  return buf;
+}
+
+SessionInfo CompleteSession(const SessionInfo& in) {
+  SessionInfo info = in;
+  if (info.host.empty()) info.host = HostName();
+  if (info.pid == 0) info.pid = uint32_t(getpid());
+  return info;
+}
+
+bool SessionDead(const SessionInfo& s, int64_t now, int64_t timeout_sec) {
+  static const std::string host = HostName();
+  return now - s.heartbeat > timeout_sec || (s.host == host && !ProcessAlive(s.pid));
+}
+
+void RefTable::Add(Ino ino, uint64_t n) {
+  std::lock_guard<std::mutex> g(mu_);
+  refs_[ino] += n;
+}
+
+bool RefTable::Drop(Ino ino, uint64_t n) {
+  std::lock_guard<std::mutex> g(mu_);
+  auto it = refs_.find(ino);
+  if (it == refs_.end()) return false;
+  if (it->second > n) {
+    it->second -= n;
+    return false;
+  }
+  refs_.erase(it);
+  return sustained_.erase(ino) > 0;
+}
+
+bool RefTable::Sustain(Ino ino) {
+  std::lock_guard<std::mutex> g(mu_);
+  if (refs_.count(ino) == 0) return false;
+  sustained_.insert(ino);
+  return true;
+}
+
+void RefTable::Clear() {
+  std::lock_guard<std::mutex> g(mu_);
+  refs_.clear();
+  sustained_.clear();
+}
+
+Result<uint64_t> IdPool::Next() {
+  std::lock_guard<std::mutex> g(mu_);
+  if (next_ >= end_) {
+    ASSIGN_OR_RETURN(int64_t last, reserve_(batch_));
+    // Counters hold the last id handed out; ids start after the initial value.
+    next_ = uint64_t(last) - batch_ + 1;
+    end_ = uint64_t(last) + 1;
+  }
+  return next_++;
+}
+
+}  // namespace tessera::meta

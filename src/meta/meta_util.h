@@ -1,0 +1,94 @@
+// Pieces every metadata engine shares (KvMeta, RedisMeta): argument checks
+// that need no stored state, the client-local reference table that keeps
+// unlinked-but-open inodes alive, batched id allocation, and session helpers.
+// Internal to src/meta.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <tuple>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "meta/meta.h"
+
+namespace tessera::meta {
+
+constexpr uint64_t kInodeBatch = 64;
+constexpr uint64_t kSliceBatch = 256;
+
+inline uint64_t Align4K(uint64_t n) { return (n + 4095) & ~uint64_t(4095); }
+
+// ENOENT (empty), ENAMETOOLONG, EINVAL ('/' or NUL).
+Status ValidName(const std::string& name);
+// "." and ".." exist in every directory without being stored, so they can be
+// neither created (EEXIST) nor unlinked (EISDIR), as in Linux.
+bool IsDotName(const std::string& name);
+// Checks Mknod's arguments; *type receives the S_IFMT type (S_IFREG for 0).
+Status CheckMknodArgs(const std::string& name, uint32_t mode, const std::string& target, uint32_t* type);
+Status CheckRenameArgs(const std::string& nsrc, const std::string& ndst, uint32_t flags);
+Status CheckFallocateArgs(int mode, uint64_t off, uint64_t len);
+Status CheckXattrName(const std::string& name);
+// R_OK/W_OK mask an open with these flags needs.
+int OpenMask(int flags);
+// Open's checks on the attributes of the inode being opened.
+Status CheckOpen(const Context& ctx, const Attr& attr, int flags);
+
+// Fills StatFs from the used-space and inode counters and the format limits.
+void FillStatFs(const Format& format, int64_t used, int64_t inodes, StatFs* out);
+
+// fsck: checks the tree's invariants from every inode's attributes and every
+// directory entry (parent, name, child), appending problems as text.
+using EntryTriple = std::tuple<Ino, std::string, Ino>;
+void CheckTree(const std::unordered_map<Ino, Attr>& attrs, const std::vector<EntryTriple>& entries,
+               std::vector<std::string>* problems);
+
+// A process on this host is alive unless it is gone or a zombie.
+bool ProcessAlive(uint32_t pid);
+std::string HostName();
+// Host and pid filled in when missing.
+SessionInfo CompleteSession(const SessionInfo& in);
+// Is a session (of the given heartbeat, host and pid) dead by timeout_sec?
+bool SessionDead(const SessionInfo& s, int64_t now, int64_t timeout_sec);
+
+// Inode references held by this client: kernel lookups plus opens. An inode
+// whose last name goes while it is referenced is "sustained" (kept) until the
+// last reference drops. Self-synchronised.
+class RefTable {
+ public:
+  void Add(Ino ino, uint64_t n = 1);
+  // Drops n references; true when that was the last one of a sustained
+  // inode, which the caller must now release.
+  bool Drop(Ino ino, uint64_t n);
+  // The inode lost its last name: true (and it is now sustained) if it is
+  // referenced here, false if nobody here holds it.
+  bool Sustain(Ino ino);
+  void Clear();
+
+ private:
+  std::mutex mu_;
+  std::unordered_map<Ino, uint64_t> refs_;  // guarded by mu_
+  std::unordered_set<Ino> sustained_;       // guarded by mu_
+};
+
+// Hands out ids from a counter reserved in batches. Self-synchronised.
+class IdPool {
+ public:
+  // reserve(batch) atomically adds batch to the counter and returns its new
+  // value (the last id of the reserved range).
+  using Reserve = std::function<Result<int64_t>(uint64_t batch)>;
+  IdPool(uint64_t batch, Reserve reserve) : batch_(batch), reserve_(std::move(reserve)) {}
+  Result<uint64_t> Next();
+
+ private:
+  const uint64_t batch_;
+  const Reserve reserve_;
+  std::mutex mu_;
+  uint64_t next_ = 0;  // guarded by mu_
+  uint64_t end_ = 0;   // guarded by mu_
+};
+
+}  // namespace tessera::meta

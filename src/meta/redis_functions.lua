@@ -1,0 +1,918 @@
+#!lua name=tessera
+-- Tessera's metadata operations as Redis functions (Redis >= 7.0), loaded by
+-- RedisMeta (src/meta/redis_meta.cc) with FUNCTION LOAD REPLACE. Every file
+-- system operation is ONE FCALL: the checks and the changes run atomically
+-- inside Redis, so there are no WATCH/MULTI retry loops and no extra round
+-- trips. The semantics mirror KvMeta (src/meta/kv_meta.cc) line for line; the
+-- conformance suite (tests/meta/meta_conformance_test.cc) runs on both.
+--
+-- Keys (docs/format.md, "Redis layout"; inode numbers in decimal):
+--   setting                   volume settings (JSON)
+--   nextInode nextSlice nextSession usedSpace totalInodes   counters
+--   i<ino>                    attributes (the same binary record as KvMeta)
+--   d<ino>                    hash: name -> entry (type byte + inode, 8 bytes BE)
+--   n<ino>                    zset of the names (score 0), for paged readdir
+--   c<ino>_<idx>              chunk slice list (24-byte records, appended)
+--   k<ino>                    zset of the chunk indexes that exist
+--   s<ino>                    symlink target
+--   x<ino>                    hash: xattr name -> value
+--   lf<ino> / lp<ino>         hash: "<sid>_<owner>" -> flock type / POSIX ranges
+--   delinodes                 zset: deleted file inode -> length (chunks to reclaim)
+--   delslices                 zset of "<id>_<size>": slices whose objects must go
+--   sessions / heartbeat      hash sid -> JSON / zset sid -> unix seconds
+--   ss<sid> / sl<sid>         sets: inodes unlinked while open / locked, per session
+--
+-- Calling convention: every function returns an array whose first element is
+-- 0 on success followed by results, or an errno alone.
+
+local EPERM, ENOENT, EIO, E2BIG, EAGAIN, EACCES, EEXIST = 1, 2, 5, 7, 11, 13, 17
+local ENODEV, ENOTDIR, EISDIR, EINVAL, EFBIG, ENOSPC = 19, 20, 21, 22, 27, 28
+local ENOTEMPTY, ENODATA, EOPNOTSUPP = 39, 61, 95
+
+local S_IFMT, S_IFDIR, S_IFREG, S_IFLNK = 61440, 16384, 32768, 40960
+local S_ISUID, S_ISGID, S_ISVTX, S_IXGRP = 2048, 1024, 512, 8
+local R_OK, W_OK, X_OK = 4, 2, 1
+local ROOT = 1
+local CHUNK = 67108864
+local ATTR = '<BI4I4I4I4I4I8I8i8I4i8I4i8I4'
+local SLICE = '>I4I8I4I4I4'
+local FALLOC_KEEP_SIZE, FALLOC_PUNCH_HOLE, FALLOC_ZERO_RANGE = 1, 2, 16
+
+-- 32-bit bit operations, only for modes and flags (the bit library is not
+-- visible while the library loads, only when its functions run).
+local function band(a, b) return bit.band(a, b) end
+local function bor(a, b) return bit.bor(a, b) end
+local function bnot(a) return bit.bnot(a) end
+
+local function fail(e) error({tessera_errno = e}, 0) end
+local function key(prefix, n) return prefix .. string.format('%d', n) end
+local function chunk_key(ino, idx) return string.format('c%d_%d', ino, idx) end
+
+-- ---------------------------------------------------------------- records
+
+local function decode_attr(v)
+  local a = {}
+  a.ver, a.mode, a.uid, a.gid, a.nlink, a.rdev, a.length, a.parent, a.asec, a.ansec, a.msec, a.mnsec, a.csec, a.cnsec =
+    struct.unpack(ATTR, v)
+  return a
+end
+local function encode_attr(a)
+  return struct.pack(ATTR, 1, a.mode, a.uid, a.gid, a.nlink, a.rdev, a.length, a.parent, a.asec, a.ansec, a.msec,
+    a.mnsec, a.csec, a.cnsec)
+end
+local function get_attr(ino)
+  local v = redis.call('GET', key('i', ino))
+  if not v then return nil end
+  return decode_attr(v)
+end
+local function must_attr(ino)
+  local a = get_attr(ino)
+  if not a then fail(ENOENT) end
+  return a
+end
+local function put_attr(ino, a) redis.call('SET', key('i', ino), encode_attr(a)) end
+
+local function is_dir(a) return band(a.mode, S_IFMT) == S_IFDIR end
+local function is_file(a) return band(a.mode, S_IFMT) == S_IFREG end
+local function is_symlink(a) return band(a.mode, S_IFMT) == S_IFLNK end
+local function set_ctime(a, now) a.csec, a.cnsec = now[1], now[2] end
+local function set_mtime(a, now) a.msec, a.mnsec, a.csec, a.cnsec = now[1], now[2], now[1], now[2] end
+
+local function get_entry(parent, name)
+  local v = redis.call('HGET', key('d', parent), name)
+  if not v then return nil end
+  local t, ino = struct.unpack('>BI8', v)
+  return ino, t * 4096
+end
+local function put_entry(parent, name, ino, mode)
+  redis.call('HSET', key('d', parent), name, struct.pack('>BI8', band(mode, S_IFMT) / 4096, ino))
+  redis.call('ZADD', key('n', parent), 0, name)
+end
+local function del_entry(parent, name)
+  redis.call('HDEL', key('d', parent), name)
+  redis.call('ZREM', key('n', parent), name)
+end
+local function dir_empty(ino) return redis.call('HLEN', key('d', ino)) == 0 end
+
+local function incr(counter, delta)
+  if delta ~= 0 then redis.call('INCRBY', counter, delta) end
+end
+local function counter(name) return tonumber(redis.call('GET', name) or '0') end
+local function align4k(n) return math.ceil(n / 4096) * 4096 end
+
+-- ---------------------------------------------------------------- callers
+
+-- Caller context from args[i..i+2]: uid, gid, supplementary gids "g1,g2".
+local function context(args, i)
+  local c = { uid = tonumber(args[i]), gid = tonumber(args[i + 1]), gids = {} }
+  for g in string.gmatch(args[i + 2], '%d+') do c.gids[tonumber(g)] = true end
+  return c
+end
+local function in_group(c, g) return c.gid == g or c.gids[g] == true end
+local function now_of(args, i) return { tonumber(args[i]), tonumber(args[i + 1]) } end
+
+-- POSIX permission check (CheckPermission in src/meta/meta.cc): errno or 0.
+local function permission(c, a, mask)
+  if mask == 0 then return 0 end
+  if c.uid == 0 then
+    if band(mask, X_OK) ~= 0 and not is_dir(a) and band(a.mode, 73) == 0 then return EACCES end
+    return 0
+  end
+  local perm
+  if c.uid == a.uid then
+    perm = band(bit.rshift(a.mode, 6), 7)
+  elseif in_group(c, a.gid) then
+    perm = band(bit.rshift(a.mode, 3), 7)
+  else
+    perm = band(a.mode, 7)
+  end
+  if band(perm, mask) ~= mask then return EACCES end
+  return 0
+end
+local function require_permission(c, a, mask)
+  local e = permission(c, a, mask)
+  if e ~= 0 then fail(e) end
+end
+
+-- A directory the caller may modify (write + search), not removed.
+local function writable_dir(c, ino)
+  local p = must_attr(ino)
+  if not is_dir(p) then fail(ENOTDIR) end
+  require_permission(c, p, W_OK + X_OK)
+  if p.nlink == 0 then fail(ENOENT) end
+  return p
+end
+
+-- Sticky directories: only the owner of the entry or of the directory (or
+-- root) may remove or rename the entry.
+local function sticky_check(c, dir, child)
+  if band(dir.mode, S_ISVTX) ~= 0 and c.uid ~= 0 and c.uid ~= dir.uid and c.uid ~= child.uid then fail(EPERM) end
+end
+
+-- ---------------------------------------------------------------- data records
+
+local function queue_slice(id, size) redis.call('ZADD', 'delslices', 0, string.format('%d_%d', id, size)) end
+
+local function queue_slices(v)
+  for p = 1, #v - 23, 24 do
+    local _, id, size = struct.unpack(SLICE, v, p)
+    if id ~= 0 then queue_slice(id, size) end
+  end
+end
+
+-- Is [s, e) inside one interval of the sorted, merged list cov?
+local function covered(cov, s, e)
+  for _, iv in ipairs(cov) do
+    if iv[1] <= s and e <= iv[2] then return true end
+    if iv[1] > s then return false end
+  end
+  return false
+end
+-- Adds [s, e) to the sorted, merged interval list cov (returns the new list).
+local function cover(cov, s, e)
+  local out, placed = {}, false
+  for _, iv in ipairs(cov) do
+    if iv[2] < s then
+      out[#out + 1] = iv
+    elseif iv[1] > e then
+      if not placed then out[#out + 1] = { s, e }; placed = true end
+      out[#out + 1] = iv
+    else
+      s, e = math.min(s, iv[1]), math.max(e, iv[2])
+    end
+  end
+  if not placed then out[#out + 1] = { s, e } end
+  table.sort(out, function(x, y) return x[1] < y[1] end)
+  return out
+end
+
+-- Appends slice records to a chunk, then drops the older records that the
+-- list now hides completely, queueing the objects of slices that no record
+-- shows any more (so overwritten data does not linger until compaction; a
+-- retried commit of the same slice never frees it). Returns the list length.
+local function append_slices(ino, idx, added)
+  local ck = chunk_key(ino, idx)
+  local old = redis.call('GET', ck) or ''
+  if old == '' then
+    redis.call('SET', ck, added)
+    redis.call('ZADD', key('k', ino), idx, idx)
+    return #added / 24
+  end
+  local v = old .. added
+  local n, oldn = #v / 24, #old / 24
+  local cov, hidden, any = {}, {}, false
+  for i = n, 1, -1 do
+    local pos, id, _, _, len = struct.unpack(SLICE, v, (i - 1) * 24 + 1)
+    if len > 0 then
+      if i <= oldn and id ~= 0 and covered(cov, pos, pos + len) then
+        hidden[i] = id
+        any = true
+      else
+        cov = cover(cov, pos, pos + len)
+      end
+    end
+  end
+  if not any then
+    redis.call('APPEND', ck, added)
+    return n
+  end
+  local kept, shown = {}, {}
+  for i = 1, n do
+    if not hidden[i] then
+      local rec = string.sub(v, (i - 1) * 24 + 1, i * 24)
+      kept[#kept + 1] = rec
+      local _, id = struct.unpack(SLICE, rec)
+      shown[id] = true
+    end
+  end
+  for i = 1, oldn do
+    local id = hidden[i]
+    if id and not shown[id] then
+      local _, _, size = struct.unpack(SLICE, v, (i - 1) * 24 + 1)
+      queue_slice(id, size)
+      shown[id] = true -- queue once
+    end
+  end
+  redis.call('SET', ck, table.concat(kept))
+  return #kept
+end
+
+-- Hides [off, e) behind hole records in the chunks that have data there.
+local function append_hole(ino, off, e)
+  if off >= e then return end
+  local first, last = math.floor(off / CHUNK), math.floor((e - 1) / CHUNK)
+  for _, s in ipairs(redis.call('ZRANGEBYSCORE', key('k', ino), first, last)) do
+    local idx = tonumber(s)
+    local cs = idx * CHUNK
+    local pos = math.max(off, cs) - cs
+    local len = math.min(e, cs + CHUNK) - cs - pos
+    append_slices(ino, idx, struct.pack(SLICE, pos, 0, len, 0, len))
+  end
+end
+
+local function drop_chunk(ino, idx)
+  local ck = chunk_key(ino, idx)
+  local v = redis.call('GET', ck)
+  if v then queue_slices(v) end
+  redis.call('DEL', ck)
+  redis.call('ZREM', key('k', ino), idx)
+end
+
+local function truncate_chunks(ino, old_len, new_len)
+  if new_len >= old_len then return end
+  local first_dead = math.ceil(new_len / CHUNK)
+  for _, s in ipairs(redis.call('ZRANGEBYSCORE', key('k', ino), first_dead, '+inf')) do drop_chunk(ino, tonumber(s)) end
+  if new_len % CHUNK ~= 0 then append_hole(ino, new_len, math.min(old_len, first_dead * CHUNK)) end
+end
+
+local function check_space(capacity, delta)
+  if capacity > 0 and delta > 0 and counter('usedSpace') + delta > capacity then fail(ENOSPC) end
+end
+
+-- ---------------------------------------------------------------- inode lifetime
+
+local function delete_inode(ino, a)
+  redis.call('DEL', key('i', ino), key('x', ino), key('lf', ino), key('lp', ino), key('s', ino))
+  if is_file(a) then
+    redis.call('ZADD', 'delinodes', a.length, string.format('%d', ino))
+    incr('usedSpace', -align4k(a.length))
+  end
+  incr('totalInodes', -1)
+end
+
+-- nlink reached 0: with a session, the inode is kept ("sustained") for that
+-- session, which releases it once it holds no reference (the client decides,
+-- it knows its open files); returns the inode so it can. Without a session it
+-- goes at once.
+local function release_inode(sid, ino, a)
+  if sid ~= '0' then
+    put_attr(ino, a)
+    redis.call('SADD', 'ss' .. sid, string.format('%d', ino))
+    return ino
+  end
+  delete_inode(ino, a)
+  return 0
+end
+
+-- ---------------------------------------------------------------- namespace
+
+local function lookup(args)
+  local c, parent, name = context(args, 1), tonumber(args[4]), args[5]
+  local p = must_attr(parent)
+  if not is_dir(p) then fail(ENOTDIR) end
+  require_permission(c, p, X_OK)
+  local ino
+  if name == '.' then
+    ino = parent
+  elseif name == '..' then
+    ino = p.parent
+  else
+    ino = get_entry(parent, name)
+    if not ino then fail(ENOENT) end
+  end
+  local v = redis.call('GET', key('i', ino))
+  if not v then fail(ENOENT) end
+  return { 0, ino, v }
+end
+
+local function mknod(args)
+  local c, now = context(args, 1), now_of(args, 4)
+  local parent, name, ino = tonumber(args[6]), args[7], tonumber(args[8])
+  local ftype, perm, rdev, target = tonumber(args[9]), tonumber(args[10]), tonumber(args[11]), args[12]
+  local inode_limit = tonumber(args[13])
+  local p = writable_dir(c, parent)
+  if get_entry(parent, name) then fail(EEXIST) end
+  if inode_limit > 0 and counter('totalInodes') >= inode_limit then fail(ENOSPC) end
+  local a = { uid = c.uid, gid = c.gid, rdev = 0, length = 0, parent = parent }
+  if band(p.mode, S_ISGID) ~= 0 then -- BSD group semantics for SGID directories
+    a.gid = p.gid
+    if ftype == S_IFDIR then
+      perm = bor(perm, S_ISGID)
+    elseif band(perm, S_ISGID + S_IXGRP) == S_ISGID + S_IXGRP and c.uid ~= 0 and not in_group(c, a.gid) then
+      perm = band(perm, bnot(S_ISGID))
+    end
+  end
+  a.mode = ftype + perm
+  a.nlink = ftype == S_IFDIR and 2 or 1
+  if ftype == 8192 or ftype == 24576 then a.rdev = rdev end -- S_IFCHR, S_IFBLK
+  if ftype == S_IFLNK then a.length = #target end
+  a.asec, a.ansec, a.msec, a.mnsec, a.csec, a.cnsec = now[1], now[2], now[1], now[2], now[1], now[2]
+  local raw = encode_attr(a)
+  redis.call('SET', key('i', ino), raw)
+  if ftype == S_IFLNK then redis.call('SET', key('s', ino), target) end
+  put_entry(parent, name, ino, ftype)
+  if ftype == S_IFDIR then p.nlink = p.nlink + 1 end
+  set_mtime(p, now)
+  put_attr(parent, p)
+  incr('totalInodes', 1)
+  return { 0, raw }
+end
+
+-- The writable parent, the entry `name` in it and the entry's inode, checked
+-- for removal (write+search, sticky bit).
+local function removable_entry(c, parent, name)
+  local p = writable_dir(c, parent)
+  local ino = get_entry(parent, name)
+  if not ino then fail(ENOENT) end
+  local a = must_attr(ino)
+  sticky_check(c, p, a)
+  return p, ino, a
+end
+
+local function unlink(args)
+  local c, now, sid, parent, name = context(args, 1), now_of(args, 4), args[6], tonumber(args[7]), args[8]
+  local p, ino, a = removable_entry(c, parent, name)
+  if is_dir(a) then fail(EISDIR) end
+  del_entry(parent, name)
+  set_mtime(p, now)
+  put_attr(parent, p)
+  a.nlink = a.nlink - 1
+  set_ctime(a, now)
+  if a.nlink > 0 then
+    put_attr(ino, a)
+    return { 0, 0 }
+  end
+  return { 0, release_inode(sid, ino, a) }
+end
+
+local function rmdir(args)
+  local c, now, sid, parent, name = context(args, 1), now_of(args, 4), args[6], tonumber(args[7]), args[8]
+  local p, ino, a = removable_entry(c, parent, name)
+  if not is_dir(a) then fail(ENOTDIR) end
+  if not dir_empty(ino) then fail(ENOTEMPTY) end
+  del_entry(parent, name)
+  p.nlink = p.nlink - 1
+  set_mtime(p, now)
+  put_attr(parent, p)
+  a.nlink = 0
+  set_ctime(a, now)
+  return { 0, release_inode(sid, ino, a) }
+end
+
+-- Would moving directory `moved` below `new_parent` make it its own descendant?
+local function would_loop(moved, new_parent)
+  local cur, depth = new_parent, 0
+  while cur ~= ROOT and depth < 100000 do
+    if cur == moved then return true end
+    cur = must_attr(cur).parent
+    depth = depth + 1
+  end
+  return cur == moved
+end
+
+-- Rename with POSIX and renameat2 semantics (see KvMeta::Rename).
+local function rename(args)
+  local c, now, sid = context(args, 1), now_of(args, 4), args[6]
+  local psrc, nsrc, pdst, ndst, flags = tonumber(args[7]), args[8], tonumber(args[9]), args[10], tonumber(args[11])
+  local noreplace, exchange = band(flags, 1) ~= 0, band(flags, 2) ~= 0
+  local sp = writable_dir(c, psrc)
+  local dp = sp
+  if pdst ~= psrc then dp = writable_dir(c, pdst) end
+  local sino, stype = get_entry(psrc, nsrc)
+  if not sino then fail(ENOENT) end
+  local sattr = must_attr(sino)
+  local dino, dtype = get_entry(pdst, ndst)
+  local dattr
+  if dino then dattr = must_attr(dino) end
+  if exchange and not dino then fail(ENOENT) end
+  if noreplace and dino then fail(EEXIST) end
+  if dino and dino == sino then return { 0, sino, encode_attr(sattr), 0 } end
+  sticky_check(c, sp, sattr)
+  if dino then sticky_check(c, dp, dattr) end
+  if is_dir(sattr) and psrc ~= pdst then
+    if would_loop(sino, pdst) then fail(EINVAL) end
+    require_permission(c, sattr, W_OK)
+  end
+  local released = 0
+  if exchange then
+    if is_dir(dattr) and psrc ~= pdst then
+      if would_loop(dino, psrc) then fail(EINVAL) end
+      require_permission(c, dattr, W_OK)
+    end
+    put_entry(psrc, nsrc, dino, dtype)
+    put_entry(pdst, ndst, sino, stype)
+    if psrc ~= pdst then
+      if is_dir(sattr) then sp.nlink = sp.nlink - 1; dp.nlink = dp.nlink + 1 end
+      if is_dir(dattr) then dp.nlink = dp.nlink - 1; sp.nlink = sp.nlink + 1 end
+      sattr.parent = pdst
+      dattr.parent = psrc
+    end
+    set_ctime(sattr, now)
+    set_ctime(dattr, now)
+    put_attr(sino, sattr)
+    put_attr(dino, dattr)
+  else
+    if dino then
+      if is_dir(sattr) and not is_dir(dattr) then fail(ENOTDIR) end
+      if not is_dir(sattr) and is_dir(dattr) then fail(EISDIR) end
+      if is_dir(dattr) and not dir_empty(dino) then fail(ENOTEMPTY) end
+    end
+    del_entry(psrc, nsrc)
+    put_entry(pdst, ndst, sino, stype)
+    if dino then
+      if is_dir(dattr) then
+        dp.nlink = dp.nlink - 1
+        dattr.nlink = 0
+        released = release_inode(sid, dino, dattr)
+      else
+        dattr.nlink = dattr.nlink - 1
+        set_ctime(dattr, now)
+        if dattr.nlink > 0 then put_attr(dino, dattr) else released = release_inode(sid, dino, dattr) end
+      end
+    end
+    if is_dir(sattr) and psrc ~= pdst then
+      sp.nlink = sp.nlink - 1
+      dp.nlink = dp.nlink + 1
+    end
+    sattr.parent = pdst
+    set_ctime(sattr, now)
+    put_attr(sino, sattr)
+  end
+  set_mtime(sp, now)
+  set_mtime(dp, now)
+  put_attr(psrc, sp)
+  if pdst ~= psrc then put_attr(pdst, dp) end
+  return { 0, sino, encode_attr(sattr), released }
+end
+
+local function link(args)
+  local c, now, ino, parent, name = context(args, 1), now_of(args, 4), tonumber(args[6]), tonumber(args[7]), args[8]
+  local a = must_attr(ino)
+  if is_dir(a) then fail(EPERM) end
+  if a.nlink == 0 then fail(ENOENT) end
+  local p = writable_dir(c, parent)
+  if get_entry(parent, name) then fail(EEXIST) end
+  put_entry(parent, name, ino, a.mode)
+  set_mtime(p, now)
+  put_attr(parent, p)
+  a.nlink = a.nlink + 1
+  set_ctime(a, now)
+  local raw = encode_attr(a)
+  redis.call('SET', key('i', ino), raw)
+  return { 0, raw }
+end
+
+-- One page of a directory: up to `limit` names after `after` in byte order.
+local function readdir(args)
+  local c, ino, plus, after, limit = context(args, 1), tonumber(args[4]), args[5] == '1', args[6], tonumber(args[7])
+  local a = must_attr(ino)
+  if not is_dir(a) then fail(ENOTDIR) end
+  require_permission(c, a, R_OK)
+  local from = after == '' and '-' or '(' .. after
+  local names = redis.call('ZRANGEBYLEX', key('n', ino), from, '+', 'LIMIT', 0, limit + 1)
+  local more = 0
+  if #names > limit then
+    names[#names] = nil
+    more = 1
+  end
+  if #names == 0 then return { 0, more, {}, {}, {} } end
+  local entries = redis.call('HMGET', key('d', ino), unpack(names))
+  local attrs = {}
+  if plus then
+    local keys = {}
+    for i, e in ipairs(entries) do
+      if e then keys[#keys + 1] = key('i', select(2, struct.unpack('>BI8', e))) end
+    end
+    if #keys > 0 then attrs = redis.call('MGET', unpack(keys)) end
+  end
+  return { 0, more, names, entries, attrs }
+end
+
+-- ---------------------------------------------------------------- attributes
+
+local function setattr(args)
+  local c, now, ino, mask = context(args, 1), now_of(args, 4), tonumber(args[6]), tonumber(args[7])
+  local in_mode, in_uid, in_gid = tonumber(args[8]), tonumber(args[9]), tonumber(args[10])
+  local in_atime, in_mtime, in_ctime = now_of(args, 11), now_of(args, 13), now_of(args, 15)
+  local SET_MODE, SET_UID, SET_GID, SET_ATIME, SET_MTIME, SET_ATIME_NOW, SET_MTIME_NOW, SET_CTIME =
+    1, 2, 4, 8, 16, 32, 64, 128
+  local function has(bits) return band(mask, bits) ~= 0 end
+  local cur = must_attr(ino)
+  local nxt = decode_attr(encode_attr(cur))
+  local owner = c.uid == 0 or c.uid == cur.uid
+  if has(SET_UID + SET_GID) then
+    local uid = has(SET_UID) and in_uid or cur.uid
+    local gid = has(SET_GID) and in_gid or cur.gid
+    if c.uid ~= 0 then
+      if c.uid ~= cur.uid or uid ~= cur.uid then fail(EPERM) end
+      if gid ~= cur.gid and not in_group(c, gid) then fail(EPERM) end
+    end
+    if not is_dir(cur) and (uid ~= cur.uid or gid ~= cur.gid or c.uid ~= 0) then
+      nxt.mode = band(nxt.mode, bnot(S_ISUID))
+      if band(nxt.mode, S_IXGRP) ~= 0 then nxt.mode = band(nxt.mode, bnot(S_ISGID)) end
+    end
+    nxt.uid, nxt.gid = uid, gid
+  end
+  if has(SET_MODE) then
+    local perm = band(in_mode, 4095)
+    local cleared = band(cur.mode, band(4095, bnot(S_ISUID + S_ISGID)))
+    local kill_priv_only = perm == cleared or perm == band(cur.mode, band(4095, bnot(S_ISUID)))
+    if not owner and not (kill_priv_only and permission(c, cur, W_OK) == 0) then fail(EPERM) end
+    if c.uid ~= 0 and band(perm, S_ISGID) ~= 0 and not in_group(c, nxt.gid) and not is_dir(cur) then
+      perm = band(perm, bnot(S_ISGID))
+    end
+    nxt.mode = band(cur.mode, S_IFMT) + perm
+  end
+  if has(SET_ATIME + SET_MTIME + SET_ATIME_NOW + SET_MTIME_NOW) then
+    local explicit = (has(SET_ATIME) and not has(SET_ATIME_NOW)) or (has(SET_MTIME) and not has(SET_MTIME_NOW))
+    if explicit then
+      if not owner then fail(EPERM) end
+    elseif not owner and permission(c, cur, W_OK) ~= 0 then
+      fail(EACCES)
+    end
+    if has(SET_ATIME_NOW) then
+      nxt.asec, nxt.ansec = now[1], now[2]
+    elseif has(SET_ATIME) then
+      nxt.asec, nxt.ansec = in_atime[1], in_atime[2]
+    end
+    if has(SET_MTIME_NOW) then
+      nxt.msec, nxt.mnsec = now[1], now[2]
+    elseif has(SET_MTIME) then
+      nxt.msec, nxt.mnsec = in_mtime[1], in_mtime[2]
+    end
+  end
+  if has(SET_CTIME) then set_ctime(nxt, in_ctime) else set_ctime(nxt, now) end
+  local raw = encode_attr(nxt)
+  redis.call('SET', key('i', ino), raw)
+  return { 0, raw }
+end
+
+local function truncate(args)
+  local c, now, ino, length = context(args, 1), now_of(args, 4), tonumber(args[6]), tonumber(args[7])
+  local check_perm, capacity = args[8] == '1', tonumber(args[9])
+  local a = must_attr(ino)
+  if is_dir(a) then fail(EISDIR) end
+  if not is_file(a) then fail(EINVAL) end
+  if check_perm then require_permission(c, a, W_OK) end
+  local delta = align4k(length) - align4k(a.length)
+  check_space(capacity, delta)
+  truncate_chunks(ino, a.length, length)
+  incr('usedSpace', delta)
+  a.length = length
+  set_mtime(a, now)
+  local raw = encode_attr(a)
+  redis.call('SET', key('i', ino), raw)
+  return { 0, raw }
+end
+
+local function fallocate(args)
+  local now, ino, mode = now_of(args, 4), tonumber(args[6]), tonumber(args[7])
+  local off, len, capacity = tonumber(args[8]), tonumber(args[9]), tonumber(args[10])
+  local a = must_attr(ino)
+  if is_dir(a) then fail(EISDIR) end
+  if not is_file(a) then fail(ENODEV) end
+  local e = off + len
+  local zeroing = band(mode, FALLOC_PUNCH_HOLE + FALLOC_ZERO_RANGE) ~= 0
+  if zeroing then append_hole(ino, off, math.min(e, a.length)) end
+  local changed = zeroing
+  if band(mode, FALLOC_KEEP_SIZE) == 0 and e > a.length then
+    local delta = align4k(e) - align4k(a.length)
+    check_space(capacity, delta)
+    incr('usedSpace', delta)
+    a.length = e
+    changed = true
+  end
+  if changed then set_mtime(a, now) end
+  local raw = encode_attr(a)
+  if changed then redis.call('SET', key('i', ino), raw) end
+  return { 0, raw }
+end
+
+-- ---------------------------------------------------------------- data
+
+-- args: ino, mtime sec, nsec, capacity, then (chunk index, slice records)*.
+local function write(args)
+  local ino, mtime, capacity = tonumber(args[1]), now_of(args, 2), tonumber(args[4])
+  local a = must_attr(ino)
+  if not is_file(a) then fail(EPERM) end
+  local e = a.length
+  for i = 5, #args, 2 do
+    local base = tonumber(args[i]) * CHUNK
+    local recs = args[i + 1]
+    for p = 1, #recs - 23, 24 do
+      local pos, _, _, _, len = struct.unpack(SLICE, recs, p)
+      e = math.max(e, base + pos + len)
+    end
+  end
+  if e > a.length then
+    local delta = align4k(e) - align4k(a.length)
+    check_space(capacity, delta)
+    incr('usedSpace', delta)
+    a.length = e
+  end
+  local counts = {}
+  for i = 5, #args, 2 do counts[#counts + 1] = append_slices(ino, tonumber(args[i]), args[i + 1]) end
+  set_mtime(a, mtime)
+  local raw = encode_attr(a)
+  redis.call('SET', key('i', ino), raw)
+  return { 0, raw, counts }
+end
+
+-- Replaces the slices a chunk list begins with (`expected`, as records) by
+-- `replacement`; EAGAIN when the list changed meanwhile.
+local function compact(args)
+  local ino, idx, expected, replacement = tonumber(args[1]), tonumber(args[2]), args[3], args[4]
+  local ck = chunk_key(ino, idx)
+  local v = redis.call('GET', ck)
+  if not v or string.sub(v, 1, #expected) ~= expected then return { EAGAIN } end
+  local kept = {}
+  for p = 1, #replacement - 23, 24 do
+    local _, id = struct.unpack(SLICE, replacement, p)
+    kept[id] = true
+  end
+  for p = 1, #expected - 23, 24 do
+    local _, id, size = struct.unpack(SLICE, expected, p)
+    if id ~= 0 and not kept[id] then queue_slice(id, size) end
+  end
+  local nv = replacement .. string.sub(v, #expected + 1)
+  if nv == '' then
+    redis.call('DEL', ck)
+    redis.call('ZREM', key('k', ino), idx)
+  else
+    redis.call('SET', ck, nv)
+  end
+  return { 0 }
+end
+
+-- ---------------------------------------------------------------- xattrs
+
+local function starts(s, prefix) return string.sub(s, 1, #prefix) == prefix end
+
+-- See XattrAccess in kv_meta.cc.
+local function xattr_access(c, a, name, mask)
+  if starts(name, 'user.') then
+    if not is_file(a) and not is_dir(a) then fail(band(mask, W_OK) ~= 0 and EPERM or ENODATA) end
+    require_permission(c, a, mask)
+  elseif starts(name, 'trusted.') then
+    if c.uid ~= 0 then fail(EPERM) end
+  elseif starts(name, 'security.') or starts(name, 'system.') then
+    if band(mask, W_OK) ~= 0 and c.uid ~= 0 and c.uid ~= a.uid then fail(EPERM) end
+  else
+    fail(EOPNOTSUPP)
+  end
+end
+
+local function getxattr(args)
+  local c, ino, name = context(args, 1), tonumber(args[4]), args[5]
+  xattr_access(c, must_attr(ino), name, R_OK)
+  local v = redis.call('HGET', key('x', ino), name)
+  if not v then fail(ENODATA) end
+  return { 0, v }
+end
+
+local function setxattr(args)
+  local c, now, ino, name, value, flags = context(args, 1), now_of(args, 4), tonumber(args[6]), args[7], args[8],
+    tonumber(args[9])
+  local a = must_attr(ino)
+  xattr_access(c, a, name, W_OK)
+  local exists = redis.call('HEXISTS', key('x', ino), name) == 1
+  if exists and band(flags, 1) ~= 0 then fail(EEXIST) end -- XATTR_CREATE
+  if not exists and band(flags, 2) ~= 0 then fail(ENODATA) end -- XATTR_REPLACE
+  redis.call('HSET', key('x', ino), name, value)
+  set_ctime(a, now)
+  put_attr(ino, a)
+  return { 0 }
+end
+
+local function listxattr(args)
+  local ino = tonumber(args[4])
+  must_attr(ino)
+  return { 0, redis.call('HKEYS', key('x', ino)) }
+end
+
+local function removexattr(args)
+  local c, now, ino, name = context(args, 1), now_of(args, 4), tonumber(args[6]), args[7]
+  local a = must_attr(ino)
+  xattr_access(c, a, name, W_OK)
+  if redis.call('HDEL', key('x', ino), name) == 0 then fail(ENODATA) end
+  set_ctime(a, now)
+  put_attr(ino, a)
+  return { 0 }
+end
+
+-- ---------------------------------------------------------------- locks
+-- Lock holders are "<sid>_<owner>" (decimal strings, compared as strings);
+-- flock values are the type; POSIX values are "type,start,end,pid;" ranges
+-- (inclusive, end 2^53 = to EOF).
+
+local function flock(args)
+  local sid, ino, owner, ltype, pid = args[1], tonumber(args[2]), args[3], tonumber(args[4]), args[5]
+  must_attr(ino)
+  local hk, me = key('lf', ino), sid .. '_' .. owner
+  if ltype == 0 then
+    redis.call('HDEL', hk, me)
+    return { 0 }
+  end
+  local all = redis.call('HGETALL', hk)
+  for i = 1, #all, 2 do
+    if all[i] ~= me then
+      local held = tonumber(string.match(all[i + 1], '^%d+'))
+      if ltype == 2 or held == 2 then fail(EAGAIN) end
+    end
+  end
+  redis.call('HSET', hk, me, ltype .. ',' .. pid)
+  redis.call('SADD', 'sl' .. sid, string.format('%d', ino))
+  return { 0 }
+end
+
+local function parse_ranges(s)
+  local out = {}
+  for t, b, e, p in string.gmatch(s, '(%d+),(%d+),(%d+),(%d+);') do
+    out[#out + 1] = { tonumber(t), tonumber(b), tonumber(e), tonumber(p) }
+  end
+  return out
+end
+local function format_ranges(ranges)
+  local parts = {}
+  for _, r in ipairs(ranges) do parts[#parts + 1] = string.format('%d,%d,%d,%d;', r[1], r[2], r[3], r[4]) end
+  return table.concat(parts)
+end
+
+-- The first lock of another holder that conflicts with (ltype, [b, e]).
+local function conflict(all, me, ltype, b, e)
+  for i = 1, #all, 2 do
+    if all[i] ~= me then
+      for _, r in ipairs(parse_ranges(all[i + 1])) do
+        if r[2] <= e and b <= r[3] and (ltype == 2 or r[1] == 2) then return all[i], r end
+      end
+    end
+  end
+  return nil
+end
+
+local function getlk(args)
+  local sid, ino, owner, ltype, b, e = args[1], tonumber(args[2]), args[3], tonumber(args[4]), tonumber(args[5]),
+    tonumber(args[6])
+  local all = redis.call('HGETALL', key('lp', ino))
+  local holder, r = conflict(all, sid .. '_' .. owner, ltype, b, e)
+  if not holder then return { 0, 0 } end
+  local pid = starts(holder, sid .. '_') and r[4] or 0
+  return { 0, r[1], string.format('%d', r[2]), string.format('%d', r[3]), pid }
+end
+
+local function setlk(args)
+  local sid, ino, owner, ltype, b, e, pid = args[1], tonumber(args[2]), args[3], tonumber(args[4]),
+    tonumber(args[5]), tonumber(args[6]), tonumber(args[7])
+  must_attr(ino)
+  local hk, me = key('lp', ino), sid .. '_' .. owner
+  local all = redis.call('HGETALL', hk)
+  if ltype ~= 0 and conflict(all, me, ltype, b, e) then fail(EAGAIN) end
+  -- Carve [b, e] out of this holder's ranges, then add the new range.
+  local mine = parse_ranges(redis.call('HGET', hk, me) or '')
+  local nxt = {}
+  for _, r in ipairs(mine) do
+    if r[3] < b or r[2] > e then
+      nxt[#nxt + 1] = r
+    else
+      if r[2] < b then nxt[#nxt + 1] = { r[1], r[2], b - 1, r[4] } end
+      if r[3] > e then nxt[#nxt + 1] = { r[1], e + 1, r[3], r[4] } end
+    end
+  end
+  if ltype ~= 0 then
+    nxt[#nxt + 1] = { ltype, b, e, pid }
+    redis.call('SADD', 'sl' .. sid, string.format('%d', ino))
+  end
+  if #nxt == 0 then redis.call('HDEL', hk, me) else redis.call('HSET', hk, me, format_ranges(nxt)) end
+  return { 0 }
+end
+
+-- ---------------------------------------------------------------- sessions, cleanup
+
+-- Releases inodes this session sustained: those without links go.
+local function release(args)
+  local sid = args[1]
+  local deleted = 0
+  for i = 2, #args do
+    local ino = tonumber(args[i])
+    if redis.call('SREM', 'ss' .. sid, string.format('%d', ino)) == 1 then
+      local a = get_attr(ino)
+      if a and a.nlink == 0 then
+        delete_inode(ino, a)
+        deleted = deleted + 1
+      end
+    end
+  end
+  return { 0, deleted }
+end
+
+-- Removes a session: its sustained inodes are released, its locks dropped.
+local function clean_session(args)
+  local sid = args[1]
+  for _, s in ipairs(redis.call('SMEMBERS', 'ss' .. sid)) do
+    local ino = tonumber(s)
+    local a = get_attr(ino)
+    if a and a.nlink == 0 then delete_inode(ino, a) end
+  end
+  local prefix = sid .. '_'
+  for _, s in ipairs(redis.call('SMEMBERS', 'sl' .. sid)) do
+    local ino = tonumber(s)
+    for _, hk in ipairs({ key('lf', ino), key('lp', ino) }) do
+      for _, f in ipairs(redis.call('HKEYS', hk)) do
+        if starts(f, prefix) then redis.call('HDEL', hk, f) end
+      end
+    end
+  end
+  redis.call('DEL', 'ss' .. sid, 'sl' .. sid)
+  redis.call('HDEL', 'sessions', sid)
+  redis.call('ZREM', 'heartbeat', sid)
+  return { 0 }
+end
+
+-- Moves the chunks of deleted inodes into the slice queue, at most
+-- max_chunks of them per call. Returns how many inodes were finished and how
+-- many are left.
+local function reclaim(args)
+  local budget, max_inodes = tonumber(args[1]), tonumber(args[2])
+  local finished = 0
+  for _, s in ipairs(redis.call('ZRANGE', 'delinodes', 0, max_inodes - 1)) do
+    local ino = tonumber(s)
+    local idxs = redis.call('ZRANGE', key('k', ino), 0, budget - 1)
+    for _, i in ipairs(idxs) do drop_chunk(ino, tonumber(i)) end
+    budget = budget - #idxs
+    if redis.call('EXISTS', key('k', ino)) == 1 then break end
+    redis.call('ZREM', 'delinodes', s)
+    finished = finished + 1
+    if budget <= 0 then break end
+  end
+  return { 0, finished, redis.call('ZCARD', 'delinodes') }
+end
+
+local function wrap(fn)
+  return function(_, args)
+    local ok, res = pcall(fn, args)
+    if ok then return res end
+    if type(res) == 'table' and res.tessera_errno then return { res.tessera_errno } end
+    error(res)
+  end
+end
+
+local function register(name, fn, readonly)
+  redis.register_function({
+    function_name = 'tessera_' .. name,
+    callback = wrap(fn),
+    flags = readonly and { 'no-writes' } or {},
+  })
+end
+
+register('lookup', lookup, true)
+register('mknod', mknod)
+register('unlink', unlink)
+register('rmdir', rmdir)
+register('rename', rename)
+register('link', link)
+register('readdir', readdir, true)
+register('setattr', setattr)
+register('truncate', truncate)
+register('fallocate', fallocate)
+register('write', write)
+register('compact', compact)
+register('getxattr', getxattr, true)
+register('setxattr', setxattr)
+register('listxattr', listxattr, true)
+register('removexattr', removexattr)
+register('flock', flock)
+register('getlk', getlk, true)
+register('setlk', setlk)
+register('release', release)
+register('clean_session', clean_session)
+register('reclaim', reclaim)

@@ -1,0 +1,568 @@
+#include "meta/redis_meta.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+
+#include <algorithm>
+#include <deque>
+#include <map>
+
+#include "common/log.h"
+#include "meta/encoding.h"
+
+namespace tessera::meta {
+
+using chunk::Slice;
+
+namespace {
+
+// The function library (src/meta/redis_functions.lua), embedded at build time.
+constexpr char kLibrary[] =
+#include "redis_functions.inc"
+    ;
+
+// POSIX lock offsets travel as Lua numbers (doubles): everything from 2^53
+// on means "to end of file" (files are at most kMaxFileSize = 2^50 bytes).
+constexpr uint64_t kLockEof = 1ull << 53;
+
+std::string Key(char prefix, uint64_t n) { return prefix + std::to_string(n); }
+std::string ChunkKey(Ino ino, uint32_t idx) { return "c" + std::to_string(ino) + "_" + std::to_string(idx); }
+
+// Arguments of one request; numbers are formatted into owned storage.
+class Args {
+ public:
+  Args& Str(std::string_view s) {
+    views_.push_back(s);
+    return *this;
+  }
+  Args& Num(uint64_t v) { return Own(std::to_string(v)); }
+  Args& Own(std::string s) {
+    store_.push_back(std::move(s));
+    views_.push_back(store_.back());
+    return *this;
+  }
+  Args& Ctx(const Context& c) {
+    std::string gids;
+    for (uint32_t g : c.gids) gids += std::to_string(g) + ",";
+    return Num(c.uid).Num(c.gid).Own(std::move(gids));
+  }
+  Args& Time(const Timespec& t) { return Own(std::to_string(t.sec)).Num(t.nsec); }
+  const std::vector<std::string_view>& views() const { return views_; }
+
+ private:
+  std::deque<std::string> store_;  // stable addresses
+  std::vector<std::string_view> views_;
+};
+
+std::string Records(const std::vector<Slice>& slices) {
+  std::string out;
+  for (const Slice& s : slices) chunk::AppendSlice(&out, s);
+  return out;
+}
+
+uint64_t ParseU64(std::string_view s) {
+  uint64_t v = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') break;
+    v = v * 10 + uint64_t(c - '0');
+  }
+  return v;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- plumbing
+
+RedisMeta::RedisMeta(std::unique_ptr<redis::Client> client)
+    : client_(std::move(client)),
+      inode_ids_(kInodeBatch, [this](uint64_t batch) { return Incr(keys::kNextInode, int64_t(batch)); }),
+      slice_ids_(kSliceBatch, [this](uint64_t batch) { return Incr(keys::kNextSlice, int64_t(batch)); }) {}
+
+RedisMeta::~RedisMeta() = default;
+
+Result<std::unique_ptr<Meta>> RedisMeta::Open(const std::string& url) {
+  ASSIGN_OR_RETURN(auto opts, redis::Options::Parse(url));
+  ASSIGN_OR_RETURN(auto client, redis::Client::Connect(opts));
+  std::unique_ptr<RedisMeta> meta(new RedisMeta(std::move(client)));
+  RETURN_IF_ERROR(meta->LoadFunctions());
+  return std::unique_ptr<Meta>(std::move(meta));
+}
+
+Status RedisMeta::LoadFunctions() {
+  auto r = Cmd(kOpOther, {"FUNCTION", "LOAD", "REPLACE", kLibrary});
+  if (!r.ok())
+    return Status::Err(EIO, "redis " + client_->options().display +
+                                ": cannot load Tessera's functions (Redis 7.0 or later is needed): " + r.status().message());
+  return Status::OK();
+}
+
+const char* RedisMeta::OpName(Op op) {
+  static constexpr const char* kNames[kOpCount] = {
+      "lookup", "getattr", "setattr", "truncate", "fallocate", "mknod", "unlink", "rmdir", "rename", "link",
+      "readlink", "readdir", "open", "release", "read", "write", "compact", "xattr", "lock", "session", "cleanup",
+      "other"};
+  return kNames[op];
+}
+
+std::vector<std::pair<std::string, uint64_t>> RedisMeta::RequestStats() const {
+  std::vector<std::pair<std::string, uint64_t>> out;
+  for (size_t i = 0; i < kOpCount; ++i) {
+    uint64_t n = requests_[i].load(std::memory_order_relaxed);
+    if (n) out.emplace_back(OpName(Op(i)), n);
+  }
+  return out;
+}
+
+Result<redis::Reply> RedisMeta::Cmd(Op op, const std::vector<std::string_view>& argv) {
+  requests_[op].fetch_add(1, std::memory_order_relaxed);
+  return client_->Command(argv);
+}
+
+Result<redis::Reply> RedisMeta::Fcall(Op op, const char* fn, const std::vector<std::string_view>& args) {
+  std::string name = std::string("tessera_") + fn;
+  std::vector<std::string_view> argv = {"FCALL", name, "0"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  requests_[op].fetch_add(1, std::memory_order_relaxed);
+  ASSIGN_OR_RETURN(redis::Reply r, client_->Call(argv, {"FUNCTION", "LOAD", "REPLACE", kLibrary}));
+  if (!r.is_array() || r.size() == 0) return Status::Err(EIO, "redis: malformed reply from " + name);
+  if (int64_t err = r.at(0).integer(); err != 0) return Status::Err(int(err));
+  return r;
+}
+
+Result<int64_t> RedisMeta::Incr(const char* counter, int64_t delta) {
+  ASSIGN_OR_RETURN(auto r, Cmd(kOpOther, {"INCRBY", counter, std::to_string(delta)}));
+  return r.integer();
+}
+
+Result<uint64_t> RedisMeta::NewSliceId() { return slice_ids_.Next(); }
+
+void RedisMeta::AddRef(Ino ino) { refs_.Add(ino); }
+
+Status RedisMeta::Released(int64_t ino) {
+  if (ino == 0 || refs_.Sustain(Ino(ino))) return Status::OK();
+  return ReleaseNow(Ino(ino));
+}
+
+Status RedisMeta::ReleaseNow(Ino ino) {
+  return Fcall(kOpRelease, "release", Args().Str(sid_).Num(ino).views()).status();
+}
+
+// ---------------------------------------------------------------- volume
+
+Status RedisMeta::Init(const Format& format, bool force) {
+  ASSIGN_OR_RETURN(auto existing, Cmd(kOpOther, {"GET", keys::kSettingKey}));
+  Format f = format;
+  if (!existing.nil()) {
+    if (!force) return Status::Err(EEXIST, "a volume is already formatted here (use --force to overwrite its settings)");
+    auto old = Format::FromJson(std::string(existing.str()));
+    if (old.ok()) f.uuid = old->uuid;  // reformatting keeps the volume's identity
+  }
+  RETURN_IF_ERROR(Cmd(kOpOther, {"SET", keys::kSettingKey, f.ToJson()}).status());
+  Attr root;
+  root.mode = S_IFDIR | 0777;
+  root.nlink = 2;
+  root.parent = kRootIno;
+  root.atime = root.mtime = root.ctime = Now();
+  ASSIGN_OR_RETURN(auto created, Cmd(kOpOther, {"SET", Key('i', kRootIno), EncodeAttr(root), "NX"}));
+  if (!created.nil()) {  // a new tree (an existing one is kept)
+    RETURN_IF_ERROR(Cmd(kOpOther, {"SET", keys::kNextInode, std::to_string(kRootIno)}).status());
+    RETURN_IF_ERROR(Cmd(kOpOther, {"SET", keys::kTotalInodes, "1"}).status());
+  }
+  return Load().status();
+}
+
+Result<Format> RedisMeta::Load() {
+  ASSIGN_OR_RETURN(auto r, Cmd(kOpOther, {"GET", keys::kSettingKey}));
+  if (r.nil()) return Status::Err(ENOENT, "no volume formatted at this META-URL");
+  ASSIGN_OR_RETURN(format_, Format::FromJson(std::string(r.str())));
+  return format_;
+}
+
+Status RedisMeta::StatFS(const Context&, StatFs* out) {
+  ASSIGN_OR_RETURN(auto r, Cmd(kOpOther, {"MGET", keys::kUsedSpace, keys::kTotalInodes}));
+  FillStatFs(format_, r.at(0).integer(), r.at(1).integer(), out);
+  return Status::OK();
+}
+
+// ---------------------------------------------------------------- sessions
+
+Status RedisMeta::NewSession(const SessionInfo& in) {
+  SessionInfo info = CompleteSession(in);
+  ASSIGN_OR_RETURN(int64_t sid, Incr(keys::kNextSession, 1));
+  info.sid = uint64_t(sid);
+  info.heartbeat = Now().sec;
+  std::string id = std::to_string(sid);
+  RETURN_IF_ERROR(Cmd(kOpSession, {"HSET", "sessions", id, EncodeSession(info)}).status());
+  RETURN_IF_ERROR(Cmd(kOpSession, {"ZADD", "heartbeat", std::to_string(info.heartbeat), id}).status());
+  sid_ = id;
+  return Status::OK();
+}
+
+Status RedisMeta::Heartbeat() {
+  if (sid_ == "0") return Status::OK();
+  return Cmd(kOpSession, {"ZADD", "heartbeat", std::to_string(Now().sec), sid_}).status();
+}
+
+Status RedisMeta::CloseSession() {
+  if (sid_ == "0") return Status::OK();
+  refs_.Clear();
+  RETURN_IF_ERROR(Fcall(kOpSession, "clean_session", {sid_}).status());
+  sid_ = "0";
+  return Status::OK();
+}
+
+Result<std::vector<SessionInfo>> RedisMeta::ListSessions() {
+  ASSIGN_OR_RETURN(auto all, Cmd(kOpSession, {"HGETALL", "sessions"}));
+  ASSIGN_OR_RETURN(auto beats, Cmd(kOpSession, {"ZRANGE", "heartbeat", "0", "-1", "WITHSCORES"}));
+  std::map<uint64_t, int64_t> heartbeat;
+  for (size_t i = 0; i + 1 < beats.size(); i += 2)
+    heartbeat[ParseU64(beats.at(i).str())] = int64_t(std::stod(std::string(beats.at(i + 1).str())));
+  std::vector<SessionInfo> out;
+  for (size_t i = 0; i + 1 < all.size(); i += 2) {
+    SessionInfo s;
+    if (!DecodeSession(all.at(i + 1).str(), &s).ok()) continue;
+    s.sid = ParseU64(all.at(i).str());
+    if (auto it = heartbeat.find(s.sid); it != heartbeat.end()) s.heartbeat = it->second;
+    out.push_back(std::move(s));
+  }
+  std::sort(out.begin(), out.end(), [](const SessionInfo& a, const SessionInfo& b) { return a.sid < b.sid; });
+  return out;
+}
+
+Result<int> RedisMeta::CleanStaleSessions(int64_t timeout_sec) {
+  ASSIGN_OR_RETURN(auto sessions, ListSessions());
+  int64_t now = Now().sec;
+  int cleaned = 0;
+  for (const auto& s : sessions) {
+    if (std::to_string(s.sid) == sid_ || !SessionDead(s, now, timeout_sec)) continue;
+    RETURN_IF_ERROR(Fcall(kOpSession, "clean_session", Args().Num(s.sid).views()).status());
+    ++cleaned;
+  }
+  return cleaned;
+}
+
+Result<int> RedisMeta::CleanupDeleted(const SliceDeleter& deleter, int max_items) {
+  // 1. Chunks of deleted inodes into the slice queue, 256 chunks per call.
+  for (int round = 0; round < 1000; ++round) {
+    ASSIGN_OR_RETURN(auto r, Fcall(kOpCleanup, "reclaim", Args().Num(256).Num(uint64_t(max_items)).views()));
+    if (r.at(2).integer() == 0) break;  // nothing left
+  }
+  // 2. Objects of queued slices, then forget them.
+  ASSIGN_OR_RETURN(auto queued, Cmd(kOpCleanup, {"ZRANGE", "delslices", "0", std::to_string(max_items - 1)}));
+  Args done;
+  done.Str("ZREM").Str("delslices");
+  int n = 0;
+  Status failed;
+  for (size_t i = 0; i < queued.size(); ++i) {
+    std::string_view member = queued.at(i).str();
+    auto sep = member.find('_');
+    if (sep == std::string_view::npos) continue;
+    Status st = deleter(ParseU64(member.substr(0, sep)), uint32_t(ParseU64(member.substr(sep + 1))));
+    if (!st.ok()) {
+      failed = st;
+      break;
+    }
+    done.Str(member);
+    ++n;
+  }
+  if (n > 0) RETURN_IF_ERROR(Cmd(kOpCleanup, done.views()).status());
+  if (!failed.ok()) return failed;
+  return n;
+}
+
+// ---------------------------------------------------------------- namespace
+
+Status RedisMeta::Lookup(const Context& ctx, Ino parent, const std::string& name, Ino* ino, Attr* attr) {
+  if (name.size() > kMaxName) return Status::Err(ENAMETOOLONG);
+  ASSIGN_OR_RETURN(auto r, Fcall(kOpLookup, "lookup", Args().Ctx(ctx).Num(parent).Str(name).views()));
+  *ino = Ino(r.at(1).integer());
+  return DecodeAttr(r.at(2).str(), attr);
+}
+
+Status RedisMeta::GetAttr(const Context&, Ino ino, Attr* attr) {
+  ASSIGN_OR_RETURN(auto r, Cmd(kOpGetAttr, {"GET", Key('i', ino)}));
+  if (r.nil()) return Status::Err(ENOENT);
+  return DecodeAttr(r.str(), attr);
+}
+
+Status RedisMeta::Access(const Context& ctx, Ino ino, int mask) {
+  Attr attr;
+  RETURN_IF_ERROR(GetAttr(ctx, ino, &attr));
+  return CheckPermission(ctx, attr, mask);
+}
+
+Status RedisMeta::SetAttr(const Context& ctx, Ino ino, uint32_t mask, const Attr& in, Attr* out) {
+  Args a;
+  a.Ctx(ctx).Time(Now()).Num(ino).Num(mask).Num(in.mode).Num(in.uid).Num(in.gid).Time(in.atime).Time(in.mtime).Time(
+      in.ctime);
+  ASSIGN_OR_RETURN(auto r, Fcall(kOpSetAttr, "setattr", a.views()));
+  return DecodeAttr(r.at(1).str(), out);
+}
+
+Status RedisMeta::Truncate(const Context& ctx, Ino ino, uint64_t length, bool check_perm, Attr* out) {
+  if (length > kMaxFileSize) return Status::Err(EFBIG);
+  Args a;
+  a.Ctx(ctx).Time(Now()).Num(ino).Num(length).Str(check_perm ? "1" : "0").Num(format_.capacity);
+  ASSIGN_OR_RETURN(auto r, Fcall(kOpTruncate, "truncate", a.views()));
+  return DecodeAttr(r.at(1).str(), out);
+}
+
+Status RedisMeta::Fallocate(const Context& ctx, Ino ino, int mode, uint64_t off, uint64_t len, Attr* out) {
+  RETURN_IF_ERROR(CheckFallocateArgs(mode, off, len));
+  Args a;
+  a.Ctx(ctx).Time(Now()).Num(ino).Num(uint64_t(mode)).Num(off).Num(len).Num(format_.capacity);
+  ASSIGN_OR_RETURN(auto r, Fcall(kOpFallocate, "fallocate", a.views()));
+  return DecodeAttr(r.at(1).str(), out);
+}
+
+Status RedisMeta::Mknod(const Context& ctx, Ino parent, const std::string& name, uint32_t mode, uint32_t cumask,
+                        uint32_t rdev, const std::string& target, Ino* ino, Attr* attr) {
+  uint32_t type = 0;
+  RETURN_IF_ERROR(CheckMknodArgs(name, mode, target, &type));
+  uint32_t perm = type == S_IFLNK ? 0777 : (mode & 07777 & ~cumask);
+  ASSIGN_OR_RETURN(Ino new_ino, inode_ids_.Next());
+  Args a;
+  a.Ctx(ctx).Time(Now()).Num(parent).Str(name).Num(new_ino).Num(type).Num(perm).Num(rdev).Str(target).Num(
+      format_.inodes);
+  ASSIGN_OR_RETURN(auto r, Fcall(kOpMknod, "mknod", a.views()));
+  *ino = new_ino;
+  return DecodeAttr(r.at(1).str(), attr);
+}
+
+Status RedisMeta::Unlink(const Context& ctx, Ino parent, const std::string& name) {
+  if (IsDotName(name)) return Status::Err(EISDIR);
+  RETURN_IF_ERROR(ValidName(name));
+  ASSIGN_OR_RETURN(auto r, Fcall(kOpUnlink, "unlink", Args().Ctx(ctx).Time(Now()).Str(sid_).Num(parent).Str(name).views()));
+  return Released(r.at(1).integer());
+}
+
+Status RedisMeta::Rmdir(const Context& ctx, Ino parent, const std::string& name) {
+  if (name == ".") return Status::Err(EINVAL);
+  if (name == "..") return Status::Err(ENOTEMPTY);
+  RETURN_IF_ERROR(ValidName(name));
+  ASSIGN_OR_RETURN(auto r, Fcall(kOpRmdir, "rmdir", Args().Ctx(ctx).Time(Now()).Str(sid_).Num(parent).Str(name).views()));
+  return Released(r.at(1).integer());
+}
+
+Status RedisMeta::Rename(const Context& ctx, Ino psrc, const std::string& nsrc, Ino pdst, const std::string& ndst,
+                         uint32_t flags, Ino* ino, Attr* attr) {
+  RETURN_IF_ERROR(CheckRenameArgs(nsrc, ndst, flags));
+  Args a;
+  a.Ctx(ctx).Time(Now()).Str(sid_).Num(psrc).Str(nsrc).Num(pdst).Str(ndst).Num(flags);
+  ASSIGN_OR_RETURN(auto r, Fcall(kOpRename, "rename", a.views()));
+  *ino = Ino(r.at(1).integer());
+  RETURN_IF_ERROR(DecodeAttr(r.at(2).str(), attr));
+  return Released(r.at(3).integer());
+}
+
+Status RedisMeta::Link(const Context& ctx, Ino ino, Ino parent, const std::string& name, Attr* attr) {
+  if (IsDotName(name)) return Status::Err(EEXIST);
+  RETURN_IF_ERROR(ValidName(name));
+  ASSIGN_OR_RETURN(auto r, Fcall(kOpLink, "link", Args().Ctx(ctx).Time(Now()).Num(ino).Num(parent).Str(name).views()));
+  return DecodeAttr(r.at(1).str(), attr);
+}
+
+Status RedisMeta::ReadLink(const Context&, Ino ino, std::string* target) {
+  ASSIGN_OR_RETURN(auto r, Cmd(kOpReadLink, {"MGET", Key('i', ino), Key('s', ino)}));
+  if (r.at(0).nil()) return Status::Err(ENOENT);
+  Attr attr;
+  RETURN_IF_ERROR(DecodeAttr(r.at(0).str(), &attr));
+  if (!attr.IsSymlink()) return Status::Err(EINVAL);
+  if (r.at(1).nil()) return Status::Err(EIO, "symlink target missing");
+  *target = std::string(r.at(1).str());
+  return Status::OK();
+}
+
+Status RedisMeta::ReaddirPage(const Context& ctx, Ino ino, bool plus, const std::string& after, size_t limit,
+                              std::vector<Entry>* entries, bool* more) {
+  entries->clear();
+  ASSIGN_OR_RETURN(auto r, Fcall(kOpReaddir, "readdir",
+                                 Args().Ctx(ctx).Num(ino).Str(plus ? "1" : "0").Str(after).Num(limit).views()));
+  *more = r.at(1).integer() != 0;
+  redis::Reply names = r.at(2), values = r.at(3), attrs = r.at(4);
+  size_t next_attr = 0;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (values.at(i).nil()) continue;  // removed between the two reads of the page: cannot happen in one call
+    Entry e;
+    e.name = std::string(names.at(i).str());
+    uint32_t type = 0;
+    if (!DecodeEntry(values.at(i).str(), &e.ino, &type).ok()) continue;
+    e.attr.mode = type;
+    if (plus) {
+      redis::Reply a = attrs.at(next_attr++);
+      if (!a.nil()) RETURN_IF_ERROR(DecodeAttr(a.str(), &e.attr));
+    }
+    entries->push_back(std::move(e));
+  }
+  return Status::OK();
+}
+
+// ---------------------------------------------------------------- open files
+
+Status RedisMeta::Open(const Context& ctx, Ino ino, int flags, Attr* attr) {
+  refs_.Add(ino);
+  Status st = GetAttr(ctx, ino, attr);
+  if (st.ok()) st = CheckOpen(ctx, *attr, flags);
+  if (!st.ok()) (void)Close(ctx, ino);
+  return st;
+}
+
+Status RedisMeta::Close(const Context&, Ino ino) { return Forget(ino, 1); }
+
+Status RedisMeta::Forget(Ino ino, uint64_t n) {
+  if (!refs_.Drop(ino, n) || sid_ == "0") return Status::OK();
+  return ReleaseNow(ino);
+}
+
+// ---------------------------------------------------------------- data
+
+Status RedisMeta::Read(Ino ino, uint32_t chunk_index, std::vector<Slice>* slices) {
+  ASSIGN_OR_RETURN(auto r, Cmd(kOpRead, {"MGET", ChunkKey(ino, chunk_index), Key('i', ino)}));
+  if (!r.at(0).nil()) {
+    *slices = chunk::DecodeSlices(r.at(0).str());
+    return Status::OK();
+  }
+  if (r.at(1).nil()) return Status::Err(ENOENT);  // no such inode, not just no data
+  slices->clear();
+  return Status::OK();
+}
+
+Status RedisMeta::WriteSlices(const Context&, Ino ino, const std::vector<SliceWrite>& slices, const Timespec& mtime,
+                              Attr* attr, std::vector<uint32_t>* slice_counts) {
+  for (const auto& w : slices)
+    if (uint64_t(w.slice.pos) + w.slice.len > chunk::kChunkSize)
+      return Status::Err(EINVAL, "slice crosses a chunk boundary");
+  std::map<uint32_t, std::vector<Slice>> by_chunk;  // keeps each chunk's order
+  for (const auto& w : slices) by_chunk[w.chunk_index].push_back(w.slice);
+  Args a;
+  a.Num(ino).Time(mtime).Num(format_.capacity);
+  for (const auto& [index, added] : by_chunk) a.Num(index).Own(Records(added));
+  ASSIGN_OR_RETURN(auto r, Fcall(kOpWrite, "write", a.views()));
+  RETURN_IF_ERROR(DecodeAttr(r.at(1).str(), attr));
+  if (slice_counts) {
+    std::map<uint32_t, uint32_t> counts;
+    size_t i = 0;
+    for (const auto& entry : by_chunk) counts[entry.first] = uint32_t(r.at(2).at(i++).integer());
+    slice_counts->clear();
+    for (const auto& w : slices) slice_counts->push_back(counts[w.chunk_index]);
+  }
+  return Status::OK();
+}
+
+Status RedisMeta::CompactChunk(Ino ino, uint32_t chunk_index, const std::vector<Slice>& expected,
+                               const std::vector<Slice>& replacement) {
+  Status st = Fcall(kOpCompact, "compact",
+                    Args().Num(ino).Num(chunk_index).Own(Records(expected)).Own(Records(replacement)).views())
+                  .status();
+  if (st.code() == EAGAIN) return Status::Err(EAGAIN, "chunk changed during compaction");
+  return st;
+}
+
+// ---------------------------------------------------------------- xattrs
+
+Status RedisMeta::GetXattr(const Context& ctx, Ino ino, const std::string& name, std::string* value) {
+  RETURN_IF_ERROR(CheckXattrName(name));
+  ASSIGN_OR_RETURN(auto r, Fcall(kOpXattr, "getxattr", Args().Ctx(ctx).Num(ino).Str(name).views()));
+  *value = std::string(r.at(1).str());
+  return Status::OK();
+}
+
+Status RedisMeta::SetXattr(const Context& ctx, Ino ino, const std::string& name, const std::string& value, int flags) {
+  RETURN_IF_ERROR(CheckXattrName(name));
+  if (value.size() > XATTR_SIZE_MAX) return Status::Err(E2BIG);
+  if (flags & ~(XATTR_CREATE | XATTR_REPLACE)) return Status::Err(EINVAL);
+  return Fcall(kOpXattr, "setxattr",
+               Args().Ctx(ctx).Time(Now()).Num(ino).Str(name).Str(value).Num(uint64_t(flags)).views())
+      .status();
+}
+
+Status RedisMeta::ListXattr(const Context& ctx, Ino ino, std::vector<std::string>* names) {
+  ASSIGN_OR_RETURN(auto r, Fcall(kOpXattr, "listxattr", Args().Ctx(ctx).Num(ino).views()));
+  names->clear();
+  redis::Reply list = r.at(1);
+  for (size_t i = 0; i < list.size(); ++i) names->emplace_back(list.at(i).str());
+  std::sort(names->begin(), names->end());
+  return Status::OK();
+}
+
+Status RedisMeta::RemoveXattr(const Context& ctx, Ino ino, const std::string& name) {
+  RETURN_IF_ERROR(CheckXattrName(name));
+  return Fcall(kOpXattr, "removexattr", Args().Ctx(ctx).Time(Now()).Num(ino).Str(name).views()).status();
+}
+
+// ---------------------------------------------------------------- locks
+
+Status RedisMeta::Flock(const Context& ctx, Ino ino, uint64_t owner, LockType type) {
+  return Fcall(kOpLock, "flock", Args().Str(sid_).Num(ino).Num(owner).Num(type).Num(ctx.pid).views()).status();
+}
+
+Status RedisMeta::GetLk(const Context&, Ino ino, uint64_t owner, PosixLock* lock) {
+  Args a;
+  a.Str(sid_).Num(ino).Num(owner).Num(lock->type).Num(std::min(lock->start, kLockEof)).Num(std::min(lock->end, kLockEof));
+  ASSIGN_OR_RETURN(auto r, Fcall(kOpLock, "getlk", a.views()));
+  int64_t type = r.at(1).integer();
+  if (type == 0) {
+    lock->type = kUnlock;
+    return Status::OK();
+  }
+  uint64_t end = ParseU64(r.at(3).str());
+  *lock = PosixLock{LockType(type), ParseU64(r.at(2).str()), end >= kLockEof ? UINT64_MAX : end,
+                    uint32_t(r.at(4).integer())};
+  return Status::OK();
+}
+
+Status RedisMeta::SetLk(const Context&, Ino ino, uint64_t owner, const PosixLock& lock) {
+  if (lock.start > lock.end) return Status::Err(EINVAL);
+  Args a;
+  a.Str(sid_).Num(ino).Num(owner).Num(lock.type).Num(std::min(lock.start, kLockEof)).Num(std::min(lock.end, kLockEof)).Num(
+      lock.pid);
+  return Fcall(kOpLock, "setlk", a.views()).status();
+}
+
+// ---------------------------------------------------------------- fsck
+
+Status RedisMeta::Check(std::vector<std::string>* problems) {
+  problems->clear();
+  // Not a snapshot: run it on a quiet volume (like fsck).
+  auto scan = [&](const char* pattern, std::vector<std::string>* keys) -> Status {
+    std::string cursor = "0";
+    do {
+      ASSIGN_OR_RETURN(auto r, Cmd(kOpOther, {"SCAN", cursor, "MATCH", pattern, "COUNT", "1000"}));
+      cursor = std::string(r.at(0).str());
+      for (size_t i = 0; i < r.at(1).size(); ++i) keys->emplace_back(r.at(1).at(i).str());
+    } while (cursor != "0");
+    return Status::OK();
+  };
+  std::vector<std::string> inode_keys, dir_keys;
+  RETURN_IF_ERROR(scan("i[0-9]*", &inode_keys));
+  RETURN_IF_ERROR(scan("d[0-9]*", &dir_keys));
+  std::unordered_map<Ino, Attr> attrs;
+  for (size_t i = 0; i < inode_keys.size(); i += 500) {
+    Args a;
+    a.Str("MGET");
+    for (size_t j = i; j < std::min(inode_keys.size(), i + 500); ++j) a.Str(inode_keys[j]);
+    ASSIGN_OR_RETURN(auto r, Cmd(kOpOther, a.views()));
+    for (size_t j = 0; j < r.size(); ++j) {
+      if (r.at(j).nil()) continue;
+      Ino ino = ParseU64(std::string_view(inode_keys[i + j]).substr(1));
+      Attr attr;
+      if (DecodeAttr(r.at(j).str(), &attr).ok()) attrs[ino] = attr;
+      else problems->push_back("inode " + std::to_string(ino) + ": undecodable attributes");
+    }
+  }
+  std::vector<EntryTriple> entries;
+  for (const auto& k : dir_keys) {
+    Ino parent = ParseU64(std::string_view(k).substr(1));
+    ASSIGN_OR_RETURN(auto r, Cmd(kOpOther, {"HGETALL", k}));
+    for (size_t i = 0; i + 1 < r.size(); i += 2) {
+      Ino child = 0;
+      uint32_t type = 0;
+      if (DecodeEntry(r.at(i + 1).str(), &child, &type).ok()) entries.emplace_back(parent, r.at(i).str(), child);
+    }
+  }
+  CheckTree(attrs, entries, problems);
+  return Status::OK();
+}
+
+}  // namespace tessera::meta

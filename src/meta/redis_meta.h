@@ -1,0 +1,108 @@
+// RedisMeta: the file system metadata in Redis (>= 7.0), for many clients on
+// many hosts. Every operation is one request: either a plain command (GET of
+// an inode, MGET of a chunk list) or one FCALL of a function in
+// src/meta/redis_functions.lua, which checks and changes everything
+// atomically inside Redis. No WATCH/MULTI retry loops. The key layout is in
+// that file's header and in docs/format.md.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <memory>
+
+#include "meta/meta.h"
+#include "meta/meta_util.h"
+#include "meta/redis_client.h"
+
+namespace tessera::meta {
+
+class RedisMeta final : public Meta {
+ public:
+  // Connects and loads the functions (FUNCTION LOAD REPLACE).
+  static Result<std::unique_ptr<Meta>> Open(const std::string& url);
+  ~RedisMeta() override;
+
+  std::string Name() const override { return "redis"; }
+  Status Init(const Format& format, bool force) override;
+  Result<Format> Load() override;
+  Status StatFS(const Context& ctx, StatFs* out) override;
+
+  Status NewSession(const SessionInfo& info) override;
+  Status Heartbeat() override;
+  Status CloseSession() override;
+  Result<std::vector<SessionInfo>> ListSessions() override;
+  Result<int> CleanStaleSessions(int64_t timeout_sec) override;
+  Result<int> CleanupDeleted(const SliceDeleter& deleter, int max_items) override;
+
+  Status Lookup(const Context& ctx, Ino parent, const std::string& name, Ino* ino, Attr* attr) override;
+  Status GetAttr(const Context& ctx, Ino ino, Attr* attr) override;
+  Status SetAttr(const Context& ctx, Ino ino, uint32_t mask, const Attr& in, Attr* out) override;
+  Status Truncate(const Context& ctx, Ino ino, uint64_t length, bool check_perm, Attr* out) override;
+  Status Fallocate(const Context& ctx, Ino ino, int mode, uint64_t off, uint64_t len, Attr* out) override;
+  Status Access(const Context& ctx, Ino ino, int mask) override;
+  Status Mknod(const Context& ctx, Ino parent, const std::string& name, uint32_t mode, uint32_t cumask,
+               uint32_t rdev, const std::string& target, Ino* ino, Attr* attr) override;
+  Status Unlink(const Context& ctx, Ino parent, const std::string& name) override;
+  Status Rmdir(const Context& ctx, Ino parent, const std::string& name) override;
+  Status Rename(const Context& ctx, Ino parent_src, const std::string& name_src, Ino parent_dst,
+                const std::string& name_dst, uint32_t flags, Ino* ino, Attr* attr) override;
+  Status Link(const Context& ctx, Ino ino, Ino parent, const std::string& name, Attr* attr) override;
+  Status ReadLink(const Context& ctx, Ino ino, std::string* target) override;
+  Status ReaddirPage(const Context& ctx, Ino ino, bool plus, const std::string& after, size_t limit,
+                     std::vector<Entry>* entries, bool* more) override;
+
+  Status Open(const Context& ctx, Ino ino, int flags, Attr* attr) override;
+  Status Close(const Context& ctx, Ino ino) override;
+  void AddRef(Ino ino) override;
+  Status Forget(Ino ino, uint64_t n) override;
+
+  Status Read(Ino ino, uint32_t chunk_index, std::vector<chunk::Slice>* slices) override;
+  Status WriteSlices(const Context& ctx, Ino ino, const std::vector<SliceWrite>& slices, const Timespec& mtime,
+                     Attr* attr, std::vector<uint32_t>* slice_counts) override;
+  Status CompactChunk(Ino ino, uint32_t chunk_index, const std::vector<chunk::Slice>& expected,
+                      const std::vector<chunk::Slice>& replacement) override;
+  Result<uint64_t> NewSliceId() override;
+
+  Status GetXattr(const Context& ctx, Ino ino, const std::string& name, std::string* value) override;
+  Status SetXattr(const Context& ctx, Ino ino, const std::string& name, const std::string& value, int flags) override;
+  Status ListXattr(const Context& ctx, Ino ino, std::vector<std::string>* names) override;
+  Status RemoveXattr(const Context& ctx, Ino ino, const std::string& name) override;
+
+  Status Flock(const Context& ctx, Ino ino, uint64_t owner, LockType type) override;
+  Status GetLk(const Context& ctx, Ino ino, uint64_t owner, PosixLock* lock) override;
+  Status SetLk(const Context& ctx, Ino ino, uint64_t owner, const PosixLock& lock) override;
+
+  std::vector<std::pair<std::string, uint64_t>> RequestStats() const override;
+  Status Check(std::vector<std::string>* problems) override;
+
+ private:
+  // Operations counted in RequestStats.
+  enum Op : size_t {
+    kOpLookup, kOpGetAttr, kOpSetAttr, kOpTruncate, kOpFallocate, kOpMknod, kOpUnlink, kOpRmdir, kOpRename,
+    kOpLink, kOpReadLink, kOpReaddir, kOpOpen, kOpRelease, kOpRead, kOpWrite, kOpCompact, kOpXattr, kOpLock,
+    kOpSession, kOpCleanup, kOpOther, kOpCount
+  };
+  static const char* OpName(Op op);
+
+  explicit RedisMeta(std::unique_ptr<redis::Client> client);
+  // A plain command / an FCALL of function tessera_<fn> with args; a
+  // function's errno reply becomes a Status. Both count one request for op.
+  Result<redis::Reply> Cmd(Op op, const std::vector<std::string_view>& argv);
+  Result<redis::Reply> Fcall(Op op, const char* fn, const std::vector<std::string_view>& args);
+  Status LoadFunctions();
+  // After an operation took an inode's last name: keep it while this client
+  // references it, else release it now.
+  Status Released(int64_t ino);
+  Status ReleaseNow(Ino ino);
+  Result<int64_t> Incr(const char* counter, int64_t delta);
+
+  const std::unique_ptr<redis::Client> client_;
+  std::array<std::atomic<uint64_t>, kOpCount> requests_{};
+  IdPool inode_ids_;
+  IdPool slice_ids_;
+  RefTable refs_;
+  std::string sid_ = "0";  // set once by NewSession before any file operation
+  Format format_;          // set by Init/Load before use
+};
+
+}  // namespace tessera::meta

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# A private redis-server for tests, everything under DIR:
+#   redis-server.sh start DIR   starts it on a free loopback port (and a Unix
+#                               socket DIR/redis.sock) with AOF on, and writes
+#                               DIR/env exporting TESSERA_TEST_REDIS_URL,
+#                               TESSERA_TEST_REDIS_SOCKET_URL and
+#                               TESSERA_TEST_REDIS_DIR
+#   redis-server.sh restart DIR stops it (SIGTERM, like a service restart) and
+#                               starts it again on the same port and data
+#   redis-server.sh kill DIR    SIGKILL (a crash; AOF keeps what was fsync'd)
+#   redis-server.sh stop DIR    stops it (idempotent)
+set -euo pipefail
+cmd=${1:-}; dir=${2:-}
+[ -n "$cmd" ] && [ -n "$dir" ] || { echo "usage: redis-server.sh start|stop|restart|kill DIR" >&2; exit 2; }
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+}
+
+launch() {
+  local port; port=$(cat "$dir/port")
+  redis-server --port "$port" --bind 127.0.0.1 --unixsocket "$dir/redis.sock" --unixsocketperm 700 \
+    --dir "$dir" --appendonly yes --appendfsync everysec --save "" --daemonize yes \
+    --pidfile "$dir/redis.pid" --logfile "$dir/redis.log" >/dev/null
+  for _ in $(seq 1 100); do
+    if redis-cli -p "$port" ping 2>/dev/null | grep -q PONG; then return 0; fi
+    sleep 0.05
+  done
+  echo "redis-server.sh: redis-server did not answer on port $port; log:" >&2
+  tail -20 "$dir/redis.log" >&2 || true
+  return 1
+}
+
+halt() {  # signal
+  [ -f "$dir/redis.pid" ] || return 0
+  local pid; pid=$(cat "$dir/redis.pid" 2>/dev/null || true)
+  [ -n "$pid" ] || return 0
+  kill "-$1" "$pid" 2>/dev/null || true
+  for _ in $(seq 1 200); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
+  rm -f "$dir/redis.pid"
+}
+
+case "$cmd" in
+  start)
+    command -v redis-server >/dev/null || { echo "redis-server.sh: redis-server is not installed (apt-get install redis-server)" >&2; exit 1; }
+    mkdir -p "$dir"
+    free_port >"$dir/port"
+    launch
+    port=$(cat "$dir/port")
+    cat >"$dir/env" <<ENV
+export TESSERA_TEST_REDIS_URL=redis://127.0.0.1:$port/0
+export TESSERA_TEST_REDIS_SOCKET_URL=unix://$dir/redis.sock?db=0
+export TESSERA_TEST_REDIS_DIR=$dir
+ENV
+    ;;
+  restart) halt TERM; launch ;;
+  kill) halt KILL; rm -f "$dir/redis.pid" ;;
+  stop) halt TERM ;;
+  *) echo "redis-server.sh: unknown command $cmd" >&2; exit 2 ;;
+esac
