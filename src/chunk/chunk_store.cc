@@ -329,15 +329,20 @@ Result<BlockRef> ChunkStore::Load(const std::string& key, uint32_t len) {
   return block;
 }
 
-Status ChunkStore::PutBlock(const std::string& key, std::string* block) {
+Status ChunkStore::StoreBlock(const std::string& key, const std::string& block) {
   std::string compressed;
   if (config_.compression != Compression::kNone) {
-    ASSIGN_OR_RETURN(compressed, CompressBlock(config_.compression, *block));
+    ASSIGN_OR_RETURN(compressed, CompressBlock(config_.compression, block));
   }
-  const std::string& body = config_.compression == Compression::kNone ? *block : compressed;
+  const std::string& body = config_.compression == Compression::kNone ? block : compressed;
   RETURN_IF_ERROR(store_->Put(key, body));
   counters_.store_puts.fetch_add(1, std::memory_order_relaxed);
   counters_.store_put_bytes.fetch_add(body.size(), std::memory_order_relaxed);
+  return Status::OK();
+}
+
+Status ChunkStore::PutBlock(const std::string& key, std::string* block) {
+  RETURN_IF_ERROR(StoreBlock(key, *block));
   if (mem_ || disk_) {
     auto ref = std::make_shared<const std::string>(std::move(*block));
     if (mem_) mem_->Put(key, ref);
@@ -347,14 +352,7 @@ Status ChunkStore::PutBlock(const std::string& key, std::string* block) {
 }
 
 Status ChunkStore::PutStaged(const std::string& key, const BlockRef& block) {
-  std::string compressed;
-  if (config_.compression != Compression::kNone) {
-    ASSIGN_OR_RETURN(compressed, CompressBlock(config_.compression, *block));
-  }
-  const std::string& body = config_.compression == Compression::kNone ? *block : compressed;
-  RETURN_IF_ERROR(store_->Put(key, body));
-  counters_.store_puts.fetch_add(1, std::memory_order_relaxed);
-  counters_.store_put_bytes.fetch_add(body.size(), std::memory_order_relaxed);
+  RETURN_IF_ERROR(StoreBlock(key, *block));
   if (disk_) disk_->Put(key, block);
   return Status::OK();
 }

@@ -236,6 +236,8 @@ class ChunkStore {
   // Uploads one block (compressing it); on success moves *block into the
   // caches (leaving it unspecified), on failure leaves it alone.
   Status PutBlock(const std::string& key, std::string* block);
+  // Compresses (per the volume) and puts one block object, counting it.
+  Status StoreBlock(const std::string& key, const std::string& block);
   // Uploads a staged block (compressing it) and offers it to the disk cache.
   Status PutStaged(const std::string& key, const BlockRef& block);
   // The staged block if key is staged (then also put in the memory cache);

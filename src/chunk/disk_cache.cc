@@ -1,3 +1,4 @@
+#include "common/endian.h"
 #include "chunk/disk_cache.h"
 
 #include <fcntl.h>
@@ -29,16 +30,6 @@ namespace fs = std::filesystem;
 constexpr char kMagic[4] = {'T', 'S', 'B', 'C'};
 constexpr uint32_t kVersion = 1;
 constexpr std::string_view kTempInfix = ".tmp.";
-
-void PutLE(char* p, uint64_t v, int bytes) {
-  for (int i = 0; i < bytes; ++i) p[i] = char((v >> (8 * i)) & 0xff);
-}
-
-uint64_t GetLE(const char* p, int bytes) {
-  uint64_t v = 0;
-  for (int i = bytes - 1; i >= 0; --i) v = (v << 8) | uint8_t(p[i]);
-  return v;
-}
 
 Status MakeDirs(const std::string& dir) {
   std::error_code ec;

@@ -1,3 +1,4 @@
+#include "common/endian.h"
 #include "chunk/staging.h"
 
 #include <fcntl.h>
@@ -41,16 +42,6 @@ constexpr uint32_t kVersion = 1;
 constexpr uint32_t kMaxKeyLen = 4096;
 constexpr uint64_t kMaxDataLen = kChunkSize;  // a block never exceeds a chunk
 constexpr std::string_view kPackSuffix = ".pack";
-
-void PutLE(char* p, uint64_t v, int bytes) {
-  for (int i = 0; i < bytes; ++i) p[i] = char((v >> (8 * i)) & 0xff);
-}
-
-uint64_t GetLE(const char* p, int bytes) {
-  uint64_t v = 0;
-  for (int i = bytes - 1; i >= 0; --i) v = (v << 8) | uint8_t(p[i]);
-  return v;
-}
 
 uint64_t HeadSum(const char* header, std::string_view key) {
   std::string buf(header + 4, 20);

@@ -63,6 +63,18 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# How many objects listed in FILE still exist after waiting up to 10 s for
+# background deletion.
+objects_left_after_wait() {
+  local left=0
+  for _ in $(seq 1 50); do
+    left=0
+    while read -r key; do if obj_exists "$key"; then left=$((left + 1)); fi; done <"$1"
+    [ "$left" -eq 0 ] && break
+    sleep 0.2
+  done
+  echo "$left"
+}
 mount_volume() {
   "$TESSERA" mount "$META" "$MNT" -d --log "$WORK/mount.log" "$@"
 }
@@ -287,13 +299,7 @@ PY
     # The next mount of the volume finds the dead session (same host, process gone) and cleans it.
     "$TESSERA" mount "$META" "$MNT2" -d --log "$WORK/mount2.log"
     flock -n "$MNT/s/held" true || fail "the dead client's lock was not released"
-    left=0
-    for _ in $(seq 1 50); do
-      left=0
-      while read -r key; do obj_exists "$key" && left=$((left + 1)); done <"$WORK/gone.objects"
-      [ "$left" -eq 0 ] && break
-      sleep 0.2
-    done
+    left=$(objects_left_after_wait "$WORK/gone.objects")
     [ "$left" -eq 0 ] || fail "$left object(s) of the dead client's open-unlinked file not reclaimed"
     [ "$("$TESSERA" status "$META" | grep -c "\"ProcessID\": $pid,")" = 0 ] || fail "the dead session is still listed"
     "$TESSERA" umount "$MNT2"
@@ -343,13 +349,7 @@ PY
     umount -l "$MNT" 2>/dev/null || true
     mount_volume
     cmp "$WORK/acked" "$MNT/acked" || fail "data acknowledged by close() lost in a client crash"
-    left=0
-    for _ in $(seq 1 50); do
-      left=0
-      while read -r key; do obj_exists "$key" && left=$((left + 1)); done <"$WORK/doomed.objects"
-      [ "$left" -eq 0 ] && break
-      sleep 0.2
-    done
+    left=$(objects_left_after_wait "$WORK/doomed.objects")
     [ "$left" -eq 0 ] || fail "$left object(s) of the open-unlinked file not reclaimed after the crash"
     ;;
   writeback)
