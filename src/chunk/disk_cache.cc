@@ -1,3 +1,4 @@
+#include "common/file_lock.h"
 #include "common/endian.h"
 #include "chunk/disk_cache.h"
 
@@ -150,14 +151,7 @@ Result<std::unique_ptr<DiskBlockCache>> DiskBlockCache::Open(DiskCacheOptions op
   RETURN_IF_ERROR(MakeDirs(opts.dir + "/raw").With("disk cache"));
 
   const std::string lock_path = opts.dir + "/.lock";
-  int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) return Status::Err(errno, "disk cache: open " + lock_path);
-  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    const int err = errno;
-    ::close(fd);
-    if (err == EWOULDBLOCK) return Status::Err(EBUSY, "disk cache " + opts.dir + " is in use by another client");
-    return Status::Err(err, "disk cache: lock " + lock_path);
-  }
+  ASSIGN_OR_RETURN(int fd, LockFile(lock_path, "disk cache", opts.dir, 0644));
   std::unique_ptr<DiskBlockCache> cache(new DiskBlockCache(std::move(opts), fd));
   RETURN_IF_ERROR(cache->Scan());
   if (cache->opts_.async_writes) cache->writer_ = std::thread(&DiskBlockCache::WriterLoop, cache.get());

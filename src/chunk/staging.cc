@@ -1,3 +1,4 @@
+#include "common/file_lock.h"
 #include "common/endian.h"
 #include "chunk/staging.h"
 
@@ -143,14 +144,7 @@ Result<std::unique_ptr<StagingArea>> StagingArea::Open(StagingOptions opts) {
   if (ec) return Status::Err(ec.value(), "staging area: mkdir " + opts.dir + ": " + ec.message());
 
   const std::string lock_path = opts.dir + "/.lock";
-  int lock_fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (lock_fd < 0) return Status::Err(errno, "staging area: open " + lock_path);
-  if (::flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
-    const int err = errno;
-    ::close(lock_fd);
-    if (err == EWOULDBLOCK) return Status::Err(EBUSY, "staging area " + opts.dir + " is in use by another client");
-    return Status::Err(err, "staging area: lock " + lock_path);
-  }
+  ASSIGN_OR_RETURN(int lock_fd, LockFile(lock_path, "staging area", opts.dir, 0600));
   int dir_fd = ::open(opts.dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir_fd < 0) {
     const int err = errno;
