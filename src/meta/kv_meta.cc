@@ -209,6 +209,7 @@ Result<Format> KvMeta::Load() {
 }
 
 Status KvMeta::StatFS(const Context& ctx, StatFs* out) {
+  (void)releases_.Flush();  // counters include released inodes
   int64_t used = 0, inodes = 0;
   RETURN_IF_ERROR(engine_->Run(
       [&](kv::Txn& tx) {
@@ -245,6 +246,7 @@ Status KvMeta::Heartbeat() {
 
 Status KvMeta::CloseSession() {
   if (sid_ == 0) return Status::OK();
+  (void)releases_.Flush();
   refs_.Clear();
   Status st = engine_->Run([&](kv::Txn& tx) { return CleanSessionTx(tx, sid_); });
   if (st.ok()) sid_ = 0;
@@ -346,6 +348,7 @@ Status KvMeta::ReleaseInodeTx(kv::Txn& tx, Ino ino, const Attr& attr) {
 }
 
 Result<int> KvMeta::CleanupDeleted(const SliceDeleter& deleter, int max_items) {
+  (void)releases_.Flush();
   // 1. Move the chunks of deleted inodes into the slice queue, a bounded batch
   //    per transaction so huge files do not make huge transactions.
   std::vector<Ino> inodes;
@@ -447,6 +450,7 @@ Status KvMeta::Lookup(const Context& ctx, Ino parent, const std::string& name, I
 }
 
 Status KvMeta::GetAttr(const Context& ctx, Ino ino, Attr* attr) {
+  if (releases_.Pending(ino)) return Status::Err(ENOENT);
   return engine_->Run([&](kv::Txn& tx) { return GetAttrTx(tx, ino, attr); }, true);
 }
 
@@ -882,6 +886,7 @@ Status KvMeta::ReaddirPage(const Context& ctx, Ino ino, bool plus, const std::st
 // ---------------------------------------------------------------- open files
 
 Status KvMeta::Open(const Context& ctx, Ino ino, int flags, Attr* attr) {
+  if (releases_.Pending(ino)) return Status::Err(ENOENT);
   refs_.Add(ino);
   Status st = engine_->Run(
       [&](kv::Txn& tx) {
@@ -897,17 +902,26 @@ Status KvMeta::Close(const Context& ctx, Ino ino) { return DropRefs(ino, 1); }
 Status KvMeta::Forget(Ino ino, uint64_t n) { return DropRefs(ino, n); }
 
 Status KvMeta::DropRefs(Ino ino, uint64_t n) {
-  if (!refs_.Drop(ino, n) || sid_ == 0) return Status::OK();
+  if (refs_.Drop(ino, n) && sid_ != 0) releases_.Push(ino);
+  return Status::OK();
+}
+
+Status KvMeta::ReleaseSustained(const std::vector<Ino>& inodes) {
   return engine_->Run([&](kv::Txn& tx) {
-    auto v = tx.Get(SustainedKey(sid_, ino));
-    if (!v.ok()) return v.status().not_found() ? Status::OK() : v.status();
-    RETURN_IF_ERROR(tx.Delete(SustainedKey(sid_, ino)));
-    Attr attr;
-    Status st = GetAttrTx(tx, ino, &attr);
-    if (st.not_found()) return Status::OK();
-    RETURN_IF_ERROR(st);
-    if (attr.nlink > 0) return Status::OK();
-    return DeleteInodeTx(tx, ino, attr);
+    for (Ino ino : inodes) {
+      auto v = tx.Get(SustainedKey(sid_, ino));
+      if (!v.ok()) {
+        if (v.status().not_found()) continue;
+        return v.status();
+      }
+      RETURN_IF_ERROR(tx.Delete(SustainedKey(sid_, ino)));
+      Attr attr;
+      Status st = GetAttrTx(tx, ino, &attr);
+      if (st.not_found()) continue;
+      RETURN_IF_ERROR(st);
+      if (attr.nlink == 0) RETURN_IF_ERROR(DeleteInodeTx(tx, ino, attr));
+    }
+    return Status::OK();
   });
 }
 
@@ -1172,6 +1186,7 @@ Status KvMeta::SetLk(const Context& ctx, Ino ino, uint64_t owner, const PosixLoc
 // ---------------------------------------------------------------- fsck
 
 Status KvMeta::Check(std::vector<std::string>* problems) {
+  (void)releases_.Flush();
   return engine_->Run(
       [&](kv::Txn& tx) {
         problems->clear();

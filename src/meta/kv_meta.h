@@ -83,8 +83,11 @@ class KvMeta final : public Meta {
 
  private:
   Result<int64_t> ReserveIds(const char* counter, uint64_t batch);
-  // Drops n local references; the last one reclaims a sustained inode.
+  // Drops n local references; the last one queues a sustained inode for
+  // release (releases_).
   Status DropRefs(Ino ino, uint64_t n);
+  // One transaction releasing sustained inodes whose references are gone.
+  Status ReleaseSustained(const std::vector<Ino>& inodes);
   // Drops an inode whose nlink reached 0 inside the transaction: kept as
   // "sustained" if open in this client, else its records go and its data is
   // queued for reclaiming.
@@ -102,6 +105,8 @@ class KvMeta final : public Meta {
 
   uint64_t sid_ = 0;  // set once by NewSession before any file operation
   Format format_;     // set by Init/Load before use
+
+  ReleaseQueue releases_{[this](const std::vector<Ino>& inodes) { return ReleaseSustained(inodes); }};  // last: goes first
 };
 
 }  // namespace tessera::meta

@@ -12,6 +12,8 @@
 
 #include <fmt/format.h>
 
+#include "common/log.h"
+
 namespace tessera::meta {
 
 namespace {
@@ -178,6 +180,74 @@ void RefTable::Clear() {
   std::lock_guard<std::mutex> g(mu_);
   refs_.clear();
   sustained_.clear();
+}
+
+ReleaseQueue::ReleaseQueue(ReleaseFn release) : release_(std::move(release)) {}
+
+ReleaseQueue::~ReleaseQueue() {
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  (void)Flush();
+}
+
+void ReleaseQueue::Push(Ino ino) {
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    if (!pending_.insert(ino).second) return;
+    npending_.store(pending_.size(), std::memory_order_relaxed);
+    queue_.push_back(ino);
+    if (!thread_.joinable() && !stop_) thread_ = std::thread([this] { Loop(); });
+  }
+  cv_.notify_one();
+}
+
+bool ReleaseQueue::Pending(Ino ino) const {
+  if (npending_.load(std::memory_order_relaxed) == 0) return false;
+  std::lock_guard<std::mutex> g(mu_);
+  return pending_.count(ino) > 0;
+}
+
+Status ReleaseQueue::Flush() {
+  std::unique_lock<std::mutex> run(run_mu_);
+  return RunBatch(run);
+}
+
+Status ReleaseQueue::RunBatch(std::unique_lock<std::mutex>& /*run: held*/) {
+  std::vector<Ino> batch;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    batch.swap(queue_);
+  }
+  if (batch.empty()) return Status::OK();
+  Status st = release_(batch);
+  if (!st.ok()) LOG_WARN("releasing {} unlinked inodes failed (session cleanup will): {}", batch.size(), st.ToString());
+  std::lock_guard<std::mutex> g(mu_);
+  for (Ino ino : batch) pending_.erase(ino);
+  npending_.store(pending_.size(), std::memory_order_relaxed);
+  return st;
+}
+
+void ReleaseQueue::Loop() {
+  // A short pause after the first inode lets a burst of FORGETs (rm -r, an
+  // mdtest removal phase) share one transaction.
+  constexpr auto kGather = std::chrono::milliseconds(2);
+  constexpr size_t kBatch = 256;
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+    if (stop_) return;
+    cv_.wait_for(lock, kGather, [&] { return stop_ || queue_.size() >= kBatch; });
+    lock.unlock();
+    {
+      std::unique_lock<std::mutex> run(run_mu_);
+      (void)RunBatch(run);
+    }
+    lock.lock();
+  }
 }
 
 Result<uint64_t> IdPool::Next() {

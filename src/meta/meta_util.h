@@ -4,10 +4,13 @@
 // Internal to src/meta.
 #pragma once
 
+#include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <unordered_map>
 #include <unordered_set>
@@ -72,6 +75,43 @@ class RefTable {
   std::mutex mu_;
   std::unordered_map<Ino, uint64_t> refs_;  // guarded by mu_
   std::unordered_set<Ino> sustained_;       // guarded by mu_
+};
+
+// Sustained inodes whose last local reference went (the kernel's FORGET after
+// an unlink, or the last close of an unlinked file), released in batches by a
+// background thread: one transaction for many instead of one per FORGET.
+// Until its batch has run an inode is Pending(), and engines answer ENOENT
+// for it. If the process dies first, the inode is still recorded as sustained
+// by its session, so session cleanup releases it. Self-synchronised.
+class ReleaseQueue {
+ public:
+  // release(batch) releases those inodes (one transaction); its failure is
+  // logged and leaves them to session cleanup.
+  using ReleaseFn = std::function<Status(const std::vector<Ino>&)>;
+  explicit ReleaseQueue(ReleaseFn release);
+  ~ReleaseQueue();  // releases what is queued
+  ReleaseQueue(const ReleaseQueue&) = delete;
+  ReleaseQueue& operator=(const ReleaseQueue&) = delete;
+
+  void Push(Ino ino);
+  bool Pending(Ino ino) const;
+  // Releases everything pushed before the call (waiting for a batch in
+  // flight) in the caller's thread; the first error, if any.
+  Status Flush();
+
+ private:
+  void Loop();
+  Status RunBatch(std::unique_lock<std::mutex>& run);
+
+  const ReleaseFn release_;
+  std::mutex run_mu_;  // one batch at a time; taken before mu_
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<Ino> queue_;            // guarded by mu_
+  std::unordered_set<Ino> pending_;   // queued or in a running batch; guarded by mu_
+  std::atomic<size_t> npending_{0};   // pending_.size(), read without mu_
+  bool stop_ = false;                 // guarded by mu_
+  std::thread thread_;                // started by the first Push
 };
 
 // Hands out ids from a counter reserved in batches. Self-synchronised.
