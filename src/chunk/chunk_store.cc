@@ -1,5 +1,6 @@
 #include "chunk/chunk_store.h"
 
+#include <chrono>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -219,12 +220,16 @@ Status ChunkStore::ReadBlock(uint64_t id, uint32_t index, uint32_t block_len, ui
         if (mem_) mem_->Put(key, block);
       }
     }
+    prefetch_guard_.Read(n, block != nullptr);
     if (block) {
       std::memcpy(buf, block->data() + off, n);
       return Status::OK();
     }
     if (mem_) counters_.mem_misses.fetch_add(1, std::memory_order_relaxed);
-    if (partial_miss_hook_) partial_miss_hook_(id, index, block_len);
+    if (partial_miss_hook_) {
+      if (prefetch_guard_.Miss(block_len)) partial_miss_hook_(id, index, block_len);
+      else counters_.prefetches_skipped.fetch_add(1, std::memory_order_relaxed);
+    }
   } else if (whole_blocks_) {
     ASSIGN_OR_RETURN(BlockRef block, GetBlock(key, block_len));
     std::memcpy(buf, block->data() + off, n);
@@ -250,6 +255,36 @@ Status ChunkStore::ReadBlock(uint64_t id, uint32_t index, uint32_t block_len, ui
   }
   std::memcpy(buf, data->data(), n);
   return Status::OK();
+}
+
+void PrefetchGuard::Read(uint32_t n, bool hit) {
+  read_bytes_.fetch_add(n, std::memory_order_relaxed);
+  if (hit) hit_bytes_.fetch_add(n, std::memory_order_relaxed);
+  // The kWindow-th reader closes the window; reads past it count in the next.
+  if (reads_.fetch_add(1, std::memory_order_relaxed) + 1 != kWindow) return;
+  reads_.fetch_sub(kWindow, std::memory_order_relaxed);
+  const uint64_t read = read_bytes_.exchange(0, std::memory_order_relaxed);
+  const uint64_t hits = hit_bytes_.exchange(0, std::memory_order_relaxed);
+  const uint64_t fetched = fetch_bytes_.exchange(0, std::memory_order_relaxed);
+  // Hysteresis: prefetching stops when the cache serves less than half the
+  // bytes it prefetched, and resumes when it serves at least as many, or,
+  // in a window without probes, at least half of all bytes read.
+  const bool throttle = !throttled() ? hits * 2 < fetched : fetched > 0 ? hits < fetched : hits * 2 < read;
+  if (throttle != throttled_.exchange(throttle, std::memory_order_relaxed)) {
+    LOG_DEBUG("block prefetch {}: {} of {} KiB read from cached blocks, {} KiB prefetched in the last {} partial reads",
+              throttle ? "throttled" : "resumed", hits >> 10, read >> 10, fetched >> 10, kWindow);
+  }
+}
+
+bool PrefetchGuard::Miss(uint32_t block_len) {
+  if (throttled()) {
+    const int64_t now = std::chrono::duration_cast<std::chrono::microseconds>(
+                            std::chrono::steady_clock::now().time_since_epoch()).count();
+    int64_t last = last_probe_us_.load(std::memory_order_relaxed);
+    if (now - last < kProbeIntervalUs || !last_probe_us_.compare_exchange_strong(last, now)) return false;
+  }
+  fetch_bytes_.fetch_add(block_len, std::memory_order_relaxed);
+  return true;
 }
 
 Result<BlockRef> ChunkStore::GetBlock(const std::string& key, uint32_t len) {
@@ -413,6 +448,7 @@ ChunkStats ChunkStore::stats() const {
   ChunkStats s;
   s.mem_hits = counters_.mem_hits.load(std::memory_order_relaxed);
   s.mem_misses = counters_.mem_misses.load(std::memory_order_relaxed);
+  s.prefetches_skipped = counters_.prefetches_skipped.load(std::memory_order_relaxed);
   s.disk_hits = counters_.disk_hits.load(std::memory_order_relaxed);
   s.disk_misses = counters_.disk_misses.load(std::memory_order_relaxed);
   s.shared_fetches = counters_.shared_fetches.load(std::memory_order_relaxed);

@@ -82,6 +82,7 @@ struct ChunkStats {
   uint64_t store_get_bytes = 0;  // object bytes fetched (compressed size)
   uint64_t store_puts = 0;
   uint64_t store_put_bytes = 0;  // object bytes uploaded (compressed size)
+  uint64_t prefetches_skipped = 0;  // partial misses not prefetched: prefetching did not pay (PrefetchGuard)
 
   uint64_t mem_bytes = 0;
   uint64_t mem_blocks = 0;
@@ -98,6 +99,34 @@ struct ChunkStats {
   uint64_t staged_uploads = 0;         // background uploads done since start
   uint64_t staged_upload_failures = 0; // failed attempts (all retried)
   uint64_t staging_fallbacks = 0;      // blocks uploaded directly: the staging area refused them
+};
+
+// Decides whether a partial read that missed the caches should prefetch its
+// whole block. Prefetching pays when the blocks stay cached long enough to
+// serve later reads; when random reads range over more data than the cache
+// holds, each 4 KiB miss would fetch a whole block that is evicted before
+// much of it is read. Over each window of partial reads the guard compares
+// the bytes served from the cache with the bytes prefetched; below 1/2 it
+// lets only one miss per kProbeIntervalUs prefetch (a probe) until a window serves at least as
+// many bytes from the cache as it prefetched (or, with no probe in the
+// window, half of all bytes read). Lock-free; windows are approximate under
+// concurrency.
+class PrefetchGuard {
+ public:
+  static constexpr uint32_t kWindow = 1024;  // partial reads per decision
+  static constexpr int64_t kProbeIntervalUs = 20000;
+
+  // A partial read of n bytes, served from a cache or not.
+  void Read(uint32_t n, bool hit);
+  // A partial miss of a block of block_len bytes: prefetch it?
+  bool Miss(uint32_t block_len);
+  bool throttled() const { return throttled_.load(std::memory_order_relaxed); }
+
+ private:
+  std::atomic<uint32_t> reads_{0};
+  std::atomic<int64_t> last_probe_us_{0};  // steady clock
+  std::atomic<uint64_t> read_bytes_{0}, hit_bytes_{0}, fetch_bytes_{0};
+  std::atomic<bool> throttled_{false};
 };
 
 // Accumulates the bytes of one new slice and uploads them as blocks: block i
@@ -252,6 +281,7 @@ class ChunkStore {
   const std::unique_ptr<DiskBlockCache> disk_;  // null when off
   const bool whole_blocks_;  // fetch whole blocks: a cache or compression is on
   std::function<void(uint64_t, uint32_t, uint32_t)> partial_miss_hook_;  // set before use
+  PrefetchGuard prefetch_guard_;
   Status writeback_status_;  // immutable after construction
 
   std::mutex flights_mu_;
@@ -260,7 +290,7 @@ class ChunkStore {
   struct Counters {
     std::atomic<uint64_t> mem_hits{0}, mem_misses{0}, disk_hits{0}, disk_misses{0}, shared_fetches{0};
     std::atomic<uint64_t> store_gets{0}, store_get_bytes{0}, store_puts{0}, store_put_bytes{0};
-    std::atomic<uint64_t> staging_fallbacks{0};
+    std::atomic<uint64_t> staging_fallbacks{0}, prefetches_skipped{0};
   };
   mutable Counters counters_;
 

@@ -288,5 +288,56 @@ TEST_P(ChunkStoreTest, ConcurrentWritersAndReaders) {
   for (int t = 0; t < kThreads; ++t) EXPECT_EQ(failures[size_t(t)], 0) << "thread " << t;
 }
 
+// ---------------------------------------------------------------- prefetch guard
+
+TEST(PrefetchGuardTest, PrefetchesWhileCachedReadsPay) {
+  PrefetchGuard g;
+  constexpr uint32_t kBlock = 4 << 20;
+  // Sequential-like: one miss per block, then the rest of the block hits.
+  for (uint32_t i = 0; i < 4 * PrefetchGuard::kWindow; ++i) {
+    if (i % 4 == 0) {
+      g.Read(1 << 20, false);
+      EXPECT_TRUE(g.Miss(kBlock)) << i;
+    } else {
+      g.Read(1 << 20, true);
+    }
+  }
+  EXPECT_FALSE(g.throttled());
+}
+
+TEST(PrefetchGuardTest, RandomReadsOverMoreThanTheCacheThrottleToProbes) {
+  PrefetchGuard g;
+  constexpr uint32_t kBlock = 4 << 20;
+  // 4 KiB reads, one in four hits: each miss would fetch 4 MiB for 4 KiB.
+  auto window = [&](int hit_every) {
+    int prefetches = 0;
+    for (uint32_t i = 0; i < PrefetchGuard::kWindow; ++i) {
+      if (i % hit_every == 0) {
+        g.Read(4096, true);
+      } else {
+        g.Read(4096, false);
+        prefetches += g.Miss(kBlock);
+      }
+    }
+    return prefetches;
+  };
+  const int misses = int(PrefetchGuard::kWindow) * 3 / 4;
+  EXPECT_EQ(window(4), misses);  // the first window prefetches every miss
+  EXPECT_TRUE(g.throttled());
+  EXPECT_LE(window(4), 1);  // then one probe per interval at most
+  EXPECT_TRUE(g.throttled());
+  std::this_thread::sleep_for(std::chrono::microseconds(PrefetchGuard::kProbeIntervalUs + 1000));
+  EXPECT_EQ(window(4), 1);
+  EXPECT_TRUE(g.throttled());
+  // A window whose misses happen to make no probe does not end it.
+  for (uint32_t i = 0; i < PrefetchGuard::kWindow; ++i) g.Read(4096, i % 4 == 0);
+  EXPECT_TRUE(g.throttled());
+  // Once the data fits (every read hits), prefetching comes back.
+  window(1);
+  EXPECT_FALSE(g.throttled());
+  g.Read(4096, false);
+  EXPECT_TRUE(g.Miss(kBlock));
+}
+
 }  // namespace
 }  // namespace tessera::chunk
