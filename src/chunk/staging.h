@@ -45,8 +45,11 @@ struct StagingOptions {
   // Background upload workers (--max-uploads).
   size_t uploaders = 20;
   // Nice value of the upload workers (setpriority): background uploads
-  // yield the CPU to the writers they acknowledged. 0 = unchanged.
-  int uploader_nice = 10;
+  // yield the CPU to the writers they acknowledged. 0 = unchanged. 19: the
+  // CPU weight of a thread is ~1.25x per nice step, so 20 workers at nice 10
+  // together still outweigh two writer threads; at 19 they take ~15% of a
+  // busy machine and all of an idle one.
+  int uploader_nice = 19;
   // A pack takes no more appends once it holds this many bytes.
   uint64_t pack_bytes = 64ull << 20;
   // Append fails with ENOSPC rather than leave less than this fraction of the

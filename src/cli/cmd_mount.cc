@@ -180,6 +180,7 @@ int Serve(const MountOptions& o, const std::string& mount_point, const std::func
   fo.default_permissions = !o.non_default_permission;
   fo.debug = o.debug;
   fo.writeback_cache = o.writeback_cache;
+  fo.xattrs = o.enable_xattr || o.enable_cap;
   fo.extra = o.fuse_options;
   LOG_INFO("mounting volume {} ({}) at {}; data in {}", vol->format.name, RedactUrl(o.meta_url), mount_point,
            vol->store->Describe());

@@ -64,6 +64,7 @@ struct MountOptions {
   uint32_t compact_threshold = 64;
   uint64_t max_readahead_mib = 32;
   int prefetch = 1;
+  bool enable_xattr = false;  // extended attributes (off: ENOTSUP, and no kernel xattr request per write)
   bool enable_cap = false;  // store security.capability (the kernel asks for it before every write)
 };
 int Mount(const MountOptions& o);

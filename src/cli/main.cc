@@ -84,9 +84,12 @@ int main(int argc, char** argv) {
       ->capture_default_str()->check(CLI::Range(uint64_t(0), uint64_t(1) << 24));
   mount->add_option("--max-readahead", mo.max_readahead_mib, "read-ahead window for sequential reads, MiB (0 = off)")
       ->capture_default_str()->check(CLI::Range(uint64_t(0), uint64_t(4096)));
+  mount->add_flag("--enable-xattr", mo.enable_xattr,
+                  "support extended attributes (off: they fail with ENOTSUP and the kernel sends no xattr request "
+                  "before each write)");
   mount->add_flag("--enable-cap", mo.enable_cap,
-                  "support the security.capability xattr (file capabilities); off, the kernel's lookup of it "
-                  "before every write is answered at once");
+                  "support the security.capability xattr (file capabilities; implies --enable-xattr); off, the "
+                  "kernel's lookup of it before every write is answered at once");
   mount->add_option("--prefetch", mo.prefetch, "load the whole block in the background after a partial read (0 = off)")
       ->capture_default_str()->check(CLI::Range(0, 1));
   mount->add_option("--compact-threshold", mo.compact_threshold, "compact a chunk in the background once it has this many slices (0 = never)")

@@ -435,7 +435,7 @@ void OpLseek(fuse_req_t req, fuse_ino_t, off_t off, int whence, fuse_file_info* 
   fuse_reply_lseek(req, off_t(*r));
 }
 
-fuse_lowlevel_ops MakeOps() {
+fuse_lowlevel_ops MakeOps(bool xattrs) {
   fuse_lowlevel_ops ops;
   std::memset(&ops, 0, sizeof(ops));
   ops.init = OpInit;
@@ -466,10 +466,12 @@ fuse_lowlevel_ops MakeOps() {
   ops.releasedir = OpReleasedir;
   ops.fsyncdir = OpFsyncdir;
   ops.statfs = OpStatfs;
-  ops.setxattr = OpSetxattr;
-  ops.getxattr = OpGetxattr;
-  ops.listxattr = OpListxattr;
-  ops.removexattr = OpRemovexattr;
+  if (xattrs) {  // else libfuse answers ENOSYS
+    ops.setxattr = OpSetxattr;
+    ops.getxattr = OpGetxattr;
+    ops.listxattr = OpListxattr;
+    ops.removexattr = OpRemovexattr;
+  }
   ops.access = OpAccess;
   ops.getlk = OpGetlk;
   ops.setlk = OpSetlk;
@@ -496,7 +498,7 @@ Status Serve(vfs::Vfs* vfs, const MountOptions& opts, const std::function<void(c
   for (auto& s : argv_s) argv.push_back(s.data());
   fuse_args args = FUSE_ARGS_INIT(int(argv.size()), argv.data());
 
-  fuse_lowlevel_ops ops = MakeOps();
+  fuse_lowlevel_ops ops = MakeOps(opts.xattrs);
   fuse_session* se = fuse_session_new(&args, &ops, sizeof(ops), &state);
   state.se = se;
   if (!se) {
