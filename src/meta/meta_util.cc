@@ -195,14 +195,18 @@ ReleaseQueue::~ReleaseQueue() {
 }
 
 void ReleaseQueue::Push(Ino ino) {
+  bool wake;
   {
     std::lock_guard<std::mutex> g(mu_);
     if (!pending_.insert(ino).second) return;
     npending_.store(pending_.size(), std::memory_order_relaxed);
     queue_.push_back(ino);
     if (!thread_.joinable() && !stop_) thread_ = std::thread([this] { Loop(); });
+    // Only the first inode (the thread starts gathering) and a full batch
+    // need the thread: waking it for every push costs a context switch each.
+    wake = queue_.size() == 1 || queue_.size() == kBatch;
   }
-  cv_.notify_one();
+  if (wake) cv_.notify_one();
 }
 
 bool ReleaseQueue::Pending(Ino ino) const {
@@ -235,7 +239,6 @@ void ReleaseQueue::Loop() {
   // A short pause after the first inode lets a burst of FORGETs (rm -r, an
   // mdtest removal phase) share one transaction.
   constexpr auto kGather = std::chrono::milliseconds(2);
-  constexpr size_t kBatch = 256;
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
     cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });

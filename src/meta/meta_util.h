@@ -93,6 +93,8 @@ class ReleaseQueue {
   ReleaseQueue(const ReleaseQueue&) = delete;
   ReleaseQueue& operator=(const ReleaseQueue&) = delete;
 
+  static constexpr size_t kBatch = 256;  // a batch goes at once when this full
+
   void Push(Ino ino);
   bool Pending(Ino ino) const;
   // Releases everything pushed before the call (waiting for a batch in
