@@ -212,6 +212,7 @@ class Perf {
         p->Add(BlockLen(i));
         return Status::OK();
       }));
+      if (o_.drop_caches) RETURN_IF_ERROR(DropCaches());
       RETURN_IF_ERROR(ForEach("get big object", blocks, big_, "MiB", "object", [&](Phase* p, uint64_t i) {
         ASSIGN_OR_RETURN(std::string got, s_->Get(BigKey(i)));
         RETURN_IF_ERROR(Expect(got.size() == BlockLen(i), "get " + BigKey(i) + ": wrong size"));
@@ -220,6 +221,7 @@ class Perf {
       }));
     }
     const uint64_t n = o_.small_objects;
+    if (n > 0 && o_.drop_caches) RETURN_IF_ERROR(DropCaches());
     if (n == 0) return Status::OK();
     RETURN_IF_ERROR(ForEach("put small objects", n, n, "objects", "object", [&](Phase* p, uint64_t i) {
       RETURN_IF_ERROR(s_->Put(SmallKey(i), std::string_view(data_).substr(0, small_)));
@@ -283,6 +285,15 @@ class Perf {
     return Status::OK();
   }
 
+  // Cold reads of a file-storage bucket: write back and drop the page cache.
+  static Status DropCaches() {
+    ::sync();
+    std::FILE* f = std::fopen("/proc/sys/vm/drop_caches", "w");
+    if (f == nullptr) return Status::Err(errno, "--drop-caches: cannot open /proc/sys/vm/drop_caches (needs root)");
+    const bool ok = std::fputs("3\n", f) >= 0;
+    if (std::fclose(f) != 0 || !ok) return Status::Err(EIO, "--drop-caches: writing /proc/sys/vm/drop_caches failed");
+    return Status::OK();
+  }
   uint64_t BlockLen(uint64_t i) const { return std::min(block_, big_ - i * block_); }
   std::string BigKey(uint64_t i) const { return fmt::format("{}big_{:08}", prefix_, i); }
   std::string SmallKey(uint64_t i) const { return fmt::format("{}small_{:08}", prefix_, i); }

@@ -110,6 +110,7 @@ struct ObjbenchOptions {
   uint64_t big_object_size_mib = 1024;  // 0 skips the big object
   uint64_t small_objects = 100;         // 0 skips the small objects
   int threads = 4;
+  bool drop_caches = false;  // flush the OS page cache between the put and get phases (root)
 };
 int Objbench(const ObjbenchOptions& o);
 

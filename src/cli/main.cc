@@ -163,6 +163,8 @@ int main(int argc, char** argv) {
   objbench->add_option("--small-objects", ob.small_objects, "number of small objects (0 skips)")
       ->capture_default_str()->check(CLI::Range(0, 10000000));
   objbench->add_option("-p,--threads", ob.threads, "concurrent threads")->capture_default_str()->check(CLI::Range(1, 256));
+  objbench->add_flag("--drop-caches", ob.drop_caches,
+                     "sync and drop the OS page cache before each get phase, so file storage is read cold (root)");
 
   BenchMetaOptions bm;
   auto* bench_meta = app.add_subcommand("bench-meta", "Benchmark the metadata engine alone (no FUSE, no objects)");

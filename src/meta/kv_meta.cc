@@ -120,8 +120,14 @@ Status AppendSlicesTx(kv::Txn& tx, const std::string& key, std::string value, co
                       uint32_t* count = nullptr) {
   const size_t old_count = value.size() / chunk::kSliceRecordSize;
   for (const Slice& s : added) chunk::AppendSlice(&value, s);
-  std::vector<Slice> slices = chunk::DecodeSlices(value);
-  if (old_count > 0) {
+  // Dropping the slices the new ones hide costs a view of the whole list,
+  // so a long list (random writes before compaction catches up) is pruned
+  // once per kPruneEvery appended slices rather than at every commit.
+  constexpr size_t kPruneAlways = 256, kPruneEvery = 1024;
+  const bool prune = old_count > 0 && (old_count < kPruneAlways ||
+                                       old_count / kPruneEvery != (old_count + added.size()) / kPruneEvery);
+  if (prune) {
+    std::vector<Slice> slices = chunk::DecodeSlices(value);
     // Slice ids are unique within a chunk, so a slice is visible iff its id
     // is in the view. Holes (id 0) are kept: they are few and cheap.
     std::unordered_set<uint64_t> visible;
