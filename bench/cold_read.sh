@@ -30,8 +30,8 @@ mkdir -p "$WORKDIR/bucket" "$MNT" "$WORKDIR/objbench"
 drop() { sync; echo 3 >/proc/sys/vm/drop_caches; }
 mbps() { python3 -c "import sys; print(f'{$1 / 1048576 / float(sys.argv[1]):.0f}')" "$2"; }
 
-"$TESSERA" format "$META" coldvol --bucket "$WORKDIR/bucket" >/dev/null
-"$TESSERA" mount "$META" "$MNT" -d --log "$WORKDIR/mount.log" >/dev/null
+"$TESSERA" format "$META" coldvol --bucket "$WORKDIR/bucket" >/dev/null 2>&1 || { echo "cold_read.sh: format failed" >&2; exit 1; }
+"$TESSERA" mount "$META" "$MNT" -d --log "$WORKDIR/mount.log" >/dev/null 2>&1 || { echo "cold_read.sh: mount failed (see $WORKDIR/mount.log)" >&2; exit 1; }
 head -c $((SIZE << 20)) /dev/urandom >"$MNT/big"
 "$TESSERA" umount "$MNT" >/dev/null
 BYTES=$((SIZE << 20))
@@ -49,7 +49,7 @@ for r in $(seq 1 "$ROUNDS"); do
     t1=$(date +%s.%N)
     cat_mbps=$(mbps "$BYTES" "$(echo "$t1 - $t0" | bc -l)")
     drop
-    "$TESSERA" mount "$META" "$MNT" -d --log "$WORKDIR/mount.log" >/dev/null
+    "$TESSERA" mount "$META" "$MNT" -d --log "$WORKDIR/mount.log" >/dev/null 2>&1 || { echo "cold_read.sh: mount failed (see $WORKDIR/mount.log)" >&2; exit 1; }
     t0=$(date +%s.%N)
     dd if="$MNT/big" of=/dev/null bs=1M status=none
     t1=$(date +%s.%N)
