@@ -235,9 +235,21 @@ int Mount(const MountOptions& o) {
     return Fail("--writeback stages blocks in the cache directory: it cannot be used with --cache-dir none");
   if (o.debug) SetLogLevel(LogLevel::kDebug);
   {
-    // Fail fast, in the foreground, on a bad URL or a missing volume.
+    // Fail fast, in the foreground, on a bad URL, a missing volume, or object
+    // storage that is not usable: a local bucket directory that cannot be
+    // made, or a server that cannot be reached or refuses the credentials (a
+    // HEAD of a key that does not exist must answer "not found").
     auto vol = OpenVolume(o.meta_url);
     if (!vol.ok()) return Fail(vol.status().message().empty() ? vol.status().ToString() : vol.status().message());
+    SetLogLevel(LogLevel::kError);  // retries stay quiet; a failure is one line
+    Status usable = vol->format.storage == "file" ? vol->store->Create() : Status::OK();
+    if (usable.ok()) {
+      auto head = vol->store->Head("tessera_mount_check_" + meta::NewUuid());
+      if (!head.ok() && !head.status().not_found()) usable = head.status();
+    }
+    SetLogLevel(o.debug ? LogLevel::kDebug : LogLevel::kInfo);
+    if (!usable.ok())
+      return Fail(fmt::format("object storage {} is not usable: {}", vol->store->Describe(), usable.ToString()));
   }
   if (!o.background) {
     return Serve(o, mp, [&](const Status& s) {

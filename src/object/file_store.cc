@@ -84,7 +84,13 @@ std::string RandomSuffix() {
 
 FileStore::FileStore(std::string root, bool fsync) : root_(std::move(root)), fsync_(fsync) {}
 
-Status FileStore::Create() { return MakeDirs(root_); }
+Status FileStore::Create() {
+  RETURN_IF_ERROR(MakeDirs(root_));
+  struct stat st;
+  if (::stat(root_.c_str(), &st) != 0) return Status::Err(errno, "bucket " + root_);
+  if (!S_ISDIR(st.st_mode)) return Status::Err(ENOTDIR, "bucket " + root_ + " exists and is not a directory");
+  return Status::OK();
+}
 
 Status FileStore::Put(const std::string& key, std::string_view data) {
   RETURN_IF_ERROR(CheckKey(key));

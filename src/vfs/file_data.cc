@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "common/log.h"
+#include "object/retry_store.h"
 #include "vfs/compactor.h"
 
 namespace tessera::vfs {
@@ -63,6 +64,9 @@ void DataPath::Upload(uint64_t id, uint32_t index, std::string_view data, std::f
       st = store_->writeback() ? store_->StageBlock(id, index, data) : store_->UploadBlock(id, index, data);
       if (st.ok()) break;
       LOG_WARN("upload of block {} of slice {} failed (attempt {}): {}", index, id, attempt + 1, st.ToString());
+      // A refusal (EACCES, EINVAL, ENOSPC, ...) will not change by waiting:
+      // report it now rather than after seconds of retries.
+      if (!object::RetryStore::Transient(st.code())) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(50 << attempt));
     }
     done(st);

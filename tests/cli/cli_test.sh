@@ -58,6 +58,10 @@ touch "$W/file"
 expect_fail "mount point is a file" "not a directory" "$T" mount "sqlite3://$W/m.db" "$W/file"
 expect_fail "negative cache" "negative" "$T" mount "sqlite3://$W/m.db" "$MNT" --attr-cache -1
 expect_fail "writeback without cache dir" "cache-dir none" "$T" mount "sqlite3://$W/m.db" "$MNT" --writeback --cache-dir none
+mkdir -p "$W/b3" && "$T" format "sqlite3://$W/m3.db" vol3 --bucket "$W/b3" >/dev/null 2>&1
+rm -rf "$W/b3" && echo x >"$W/b3"
+expect_fail "mount with an unusable bucket" "object storage .* not usable" "$T" mount "sqlite3://$W/m3.db" "$MNT" -d --log "$W/log3"
+expect_fail "format on a bucket path that is a file" "not a directory" "$T" format "sqlite3://$W/m4.db" vol4 --bucket "$W/b3"
 expect_fail "upload delay without writeback" "needs --writeback" "$T" mount "sqlite3://$W/m.db" "$MNT" --upload-delay 5
 expect_ok "mount" "$T" mount "sqlite3://$W/m.db" "$MNT" -d --log "$W/log"
 echo data >"$MNT/f"

@@ -88,6 +88,14 @@ fail() {
 }
 
 "$TESSERA" format "$META" e2e-vol "${STORE_ARGS[@]}" --block-size 64 >/dev/null
+if [ "$STORAGE" = s3 ]; then
+  log "mount with a wrong secret key fails at once, in the foreground, without printing it"
+  out=$(AWS_SECRET_ACCESS_KEY=wrong-secret-e2e timeout 120 "$TESSERA" mount "$META" "$MNT" -d --log "$WORK/mount.log" 2>&1) &&
+    { echo "$out"; unmount_volume; echo "[e2e] FAILED: mount with a wrong secret succeeded" >&2; exit 1; }
+  case $out in *"not usable"*) ;; *) echo "[e2e] FAILED: unclear error: $out" >&2; exit 1 ;; esac
+  case $out in *wrong-secret-e2e*) echo "[e2e] FAILED: the secret was printed: $out" >&2; exit 1 ;; esac
+  ! mountpoint -q "$MNT" || { echo "[e2e] FAILED: mounted anyway" >&2; exit 1; }
+fi
 mount_volume
 chmod 777 "$MNT"
 

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <random>
 #include <string>
@@ -316,6 +317,17 @@ TEST(OpenTest, Describe) {
 }
 
 // ---- file backend only ----
+
+TEST(FileStoreCreateTest, RefusesABucketPathThatIsAFile) {
+  TempDir dir;
+  const std::string path = dir.path() + "/not-a-dir";
+  { std::ofstream(path) << "x"; }
+  auto store = Open({.storage = "file", .bucket = path});
+  ASSERT_TRUE(store.ok());
+  Status st = (*store)->Create();
+  EXPECT_EQ(st.code(), ENOTDIR) << st.ToString();
+  EXPECT_NE(st.message().find("not a directory"), std::string::npos) << st.message();
+}
 
 class FileStoreTest : public ::testing::Test {
  protected:
