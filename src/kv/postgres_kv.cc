@@ -301,7 +301,9 @@ class PgConn {
 
   // Without CREATE privilege on the schema, CREATE TABLE IF NOT EXISTS fails
   // even when the table exists, so look first. Clients racing to create it
-  // may see a unique violation on the catalog: then look again.
+  // may see a unique violation on the catalog (23505), or find the table
+  // (42P07) or its row type (42710, "type kv already exists") created under
+  // them: then look again.
   Status CreateTable() {
     for (int attempt = 1;; ++attempt) {
       PgResult exists(PQexec(pg_, "SELECT to_regclass('kv') IS NOT NULL"));
@@ -311,7 +313,8 @@ class PgConn {
       if (Succeeded(created.get())) return Status::OK();
       const char* sqlstate = PQresultErrorField(created.get(), PG_DIAG_SQLSTATE);
       const bool raced =
-          sqlstate != nullptr && (std::strcmp(sqlstate, "23505") == 0 || std::strcmp(sqlstate, "42P07") == 0);
+          sqlstate != nullptr && (std::strcmp(sqlstate, "23505") == 0 || std::strcmp(sqlstate, "42P07") == 0 ||
+                                std::strcmp(sqlstate, "42710") == 0);
       if (!raced || attempt >= 3) return Error(created.get(), "create table kv");
     }
   }
