@@ -425,7 +425,7 @@ Status ChunkStore::StageBlocks(const std::vector<BlockView>& blocks) {
 }
 
 void ChunkStore::CacheBlock(uint64_t id, uint32_t index, std::string data) {
-  if (!mem_) return;
+  if (!mem_ || data.size() != config_.block_size) return;
   const std::string key = BlockKey(id, index, uint32_t(data.size()));
   mem_->Put(key, std::make_shared<const std::string>(std::move(data)));
 }

@@ -226,7 +226,10 @@ class ChunkStore {
   // without writeback. Unlike StageBlock, it leaves the memory cache alone:
   // see CacheBlock.
   Status StageBlocks(const std::vector<BlockView>& blocks);
-  // Puts a block the caller hands over (just staged) in the memory cache.
+  // Puts a block the caller hands over (just staged) in the memory cache if
+  // it is a whole block; the fragments of random writes are read from their
+  // pack (caching each cost more than it saved: hash and LRU churn on every
+  // 4 KiB write).
   void CacheBlock(uint64_t id, uint32_t index, std::string data);
   // Makes every block staged so far durable on the local disk (a group
   // commit; call it before committing the slices). OK without writeback.

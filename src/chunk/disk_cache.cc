@@ -15,6 +15,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "common/file_io.h"
 #include "common/log.h"
 #include "common/unique_fd.h"
 
@@ -99,21 +100,6 @@ Status WriteCacheFile(const std::string& path, const std::string& block) {
     done += size_t(n);
   }
   if (fd.Close() != 0) return Status::Err(errno, "close " + path);
-  return Status::OK();
-}
-
-Status ReadFull(int fd, char* buf, size_t n, off_t off) {
-  while (n > 0) {
-    ssize_t got = ::pread(fd, buf, n, off);
-    if (got < 0) {
-      if (errno == EINTR) continue;
-      return Status::Err(errno, "read");
-    }
-    if (got == 0) return Status::Err(EIO, "unexpected end of file");
-    buf += got;
-    n -= size_t(got);
-    off += got;
-  }
   return Status::OK();
 }
 
@@ -262,8 +248,8 @@ BlockRef DiskBlockCache::Get(const std::string& key, uint32_t len) {
   }
   char header[kDiskCacheHeaderSize];
   auto block = std::make_shared<std::string>(len, '\0');
-  Status rs = ReadFull(fd.get(), header, sizeof(header), 0);
-  if (rs.ok()) rs = ReadFull(fd.get(), block->data(), len, off_t(sizeof(header)));
+  Status rs = PreadFull(fd.get(), header, sizeof(header), 0);
+  if (rs.ok()) rs = PreadFull(fd.get(), block->data(), len, off_t(sizeof(header)));
   if (!rs.ok()) {
     Corrupt(key, rs.ToString());
     return nullptr;

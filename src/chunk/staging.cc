@@ -21,6 +21,7 @@
 #include <fmt/format.h>
 
 #include "chunk/layout.h"
+#include "common/file_io.h"
 #include "common/log.h"
 
 namespace tessera::chunk {
@@ -62,21 +63,6 @@ uint64_t PackSeq(std::string_view name) {
     seq = seq << 4 | uint64_t(d);
   }
   return seq;
-}
-
-Status ReadFullAt(int fd, char* buf, size_t n, uint64_t off) {
-  while (n > 0) {
-    ssize_t got = ::pread(fd, buf, n, off_t(off));
-    if (got < 0) {
-      if (errno == EINTR) continue;
-      return Status::Err(errno, "read");
-    }
-    if (got == 0) return Status::Err(EIO, "unexpected end of file");
-    buf += got;
-    n -= size_t(got);
-    off += uint64_t(got);
-  }
-  return Status::OK();
 }
 
 // Writes every iovec at off, in as many pwritev calls as needed.
@@ -240,7 +226,7 @@ Status StagingArea::ScanPack(const std::string& path, uint64_t seq) {
       why = "a partial header";
       break;
     }
-    if (Status rs = ReadFullAt(fd, header, kHeaderSize, off); !rs.ok()) return rs.With("staging area: " + path);
+    if (Status rs = PreadFull(fd, header, kHeaderSize, off); !rs.ok()) return rs.With("staging area: " + path);
     const bool is_live = std::memcmp(header, kLive, 4) == 0;
     if (!is_live && std::memcmp(header, kDone, 4) != 0) {
       why = "no record magic";
@@ -258,7 +244,7 @@ Status StagingArea::ScanPack(const std::string& path, uint64_t seq) {
       break;
     }
     key.resize(key_len);
-    if (Status rs = ReadFullAt(fd, key.data(), key_len, off + kHeaderSize); !rs.ok())
+    if (Status rs = PreadFull(fd, key.data(), key_len, off + kHeaderSize); !rs.ok())
       return rs.With("staging area: " + path);
     if (HeadSum(header, key) != GetLE(header + 24, 8)) {
       why = "a header checksum mismatch";
@@ -423,7 +409,7 @@ Status StagingArea::Sync() {
 Result<BlockRef> StagingArea::ReadRecord(const Pack& pack, uint64_t offset, uint32_t key_len, uint32_t len,
                                          uint64_t checksum) const {
   std::string data(len, '\0');
-  Status st = ReadFullAt(pack.fd, data.data(), len, offset + kHeaderSize + key_len);
+  Status st = PreadFull(pack.fd, data.data(), len, offset + kHeaderSize + key_len);
   if (!st.ok()) return st.With("staging area: read " + pack.path + " at " + std::to_string(offset));
   if (XXH64(data.data(), data.size(), 0) != checksum)
     return Status::Err(EIO, "staging area: record at " + std::to_string(offset) + " of " + pack.path +

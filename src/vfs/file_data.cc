@@ -405,10 +405,7 @@ void StageClaimed(DataPath* dp, meta::Ino ino, const BlockRefs& claimed) {
       auto& b = s->blocks[k];
       if (st.ok()) {
         b.state = FrozenSlice::State::kUploaded;
-        // Whole blocks stay in memory for readers; the fragments of random
-        // writes are read from their pack (caching each cost more than it
-        // saved: hash and LRU churn on every 4 KiB write).
-        if (b.data.size() == dp->block_size()) dp->store()->CacheBlock(s->id, k, std::move(b.data));
+        dp->store()->CacheBlock(s->id, k, std::move(b.data));
         std::string().swap(b.data);
       } else {
         b.state = FrozenSlice::State::kBuffered;

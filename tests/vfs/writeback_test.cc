@@ -19,6 +19,8 @@
 #include "object/memory_store.h"
 #include "vfs/vfs.h"
 
+#include "../object/flaky_store.h"
+
 namespace tessera::vfs {
 namespace {
 
@@ -27,32 +29,7 @@ using namespace std::chrono_literals;
 
 constexpr uint32_t kBlock = 4096;
 
-// A memory store whose puts fail while `blocked`.
-class BlockableStore final : public object::ObjectStore {
- public:
-  std::string Describe() const override { return "blockable"; }
-  Status Create() override { return Status::OK(); }
-  Status Put(const std::string& key, std::string_view data) override {
-    if (blocked.load()) return Status::Err(EIO, "object store unavailable");
-    return base_.Put(key, data);
-  }
-  Result<std::string> Get(const std::string& key, int64_t off, int64_t len) override { return base_.Get(key, off, len); }
-  Status Delete(const std::string& key) override { return base_.Delete(key); }
-  Result<object::ObjectInfo> Head(const std::string& key) override { return base_.Head(key); }
-  Status List(const std::string& prefix, const std::string& start_after, size_t limit,
-              std::vector<object::ObjectInfo>* out, bool* more) override {
-    return base_.List(prefix, start_after, limit, out, more);
-  }
-  size_t Count() {
-    std::vector<object::ObjectInfo> infos;
-    EXPECT_TRUE(base_.List("", "", 1000000, &infos, nullptr).ok());
-    return infos.size();
-  }
-  std::atomic<bool> blocked{false};
-
- private:
-  object::MemoryStore base_{"wb"};
-};
+using tessera::testing::FlakyStore;
 
 std::string RandomBytes(std::mt19937_64& rng, size_t n) {
   std::string s(n, '\0');
@@ -130,7 +107,7 @@ class WritebackVfsTest : public ::testing::Test {
   std::string dir_;
   meta::Context ctx_ = meta::Context::Root();
   std::unique_ptr<meta::Meta> meta_;
-  BlockableStore objects_;
+  FlakyStore objects_;
   std::unique_ptr<chunk::ChunkStore> chunks_;
   std::unique_ptr<Vfs> vfs_;
 };
