@@ -1,4 +1,5 @@
 // mount and umount.
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -7,6 +8,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -33,6 +35,78 @@ namespace tessera::cli {
 namespace {
 
 constexpr long kFuseSuperMagic = 0x65735546;
+constexpr double kMaxCacheTimeout = 365 * 86400;
+
+std::string DeadMountMessage(const std::string& mp) {
+  return fmt::format("{} is a dead mount: its client exited without unmounting (Transport endpoint is not "
+                     "connected); unmount it first with 'tessera umount {}'",
+                     mp, mp);
+}
+
+// Entries of a directory other than "." and ".." (-1 if unreadable).
+int CountEntries(const std::string& dir) {
+  DIR* d = opendir(dir.c_str());
+  if (!d) return -1;
+  int n = 0;
+  while (dirent* e = readdir(d)) {
+    std::string_view name = e->d_name;
+    if (name != "." && name != "..") ++n;
+  }
+  closedir(d);
+  return n;
+}
+
+// "pid 123 (bash: current directory), pid 456 (cat: open file)" for the
+// processes that use something under mp, at most `max` of them; "" if none.
+std::string ProcessesUsing(const std::string& mp, size_t max = 5) {
+  std::vector<std::string> found;
+  size_t total = 0;
+  auto under = [&](const std::string& link) {
+    char buf[4096];
+    ssize_t n = readlink(link.c_str(), buf, sizeof(buf) - 1);
+    if (n <= 0) return false;
+    std::string_view target(buf, size_t(n));
+    return target == mp || (target.size() > mp.size() && target.substr(0, mp.size()) == mp && target[mp.size()] == '/');
+  };
+  DIR* proc = opendir("/proc");
+  if (!proc) return "";
+  while (dirent* e = readdir(proc)) {
+    const std::string pid = e->d_name;
+    if (pid.empty() || pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    const std::string base = "/proc/" + pid;
+    std::string why;
+    if (under(base + "/cwd")) why = "current directory";
+    else if (under(base + "/root")) why = "root directory";
+    else if (under(base + "/exe")) why = "running program";
+    if (why.empty()) {
+      if (DIR* fds = opendir((base + "/fd").c_str())) {
+        while (dirent* f = readdir(fds)) {
+          if (f->d_name[0] != '.' && under(base + "/fd/" + f->d_name)) {
+            why = "open file";
+            break;
+          }
+        }
+        closedir(fds);
+      }
+    }
+    if (why.empty()) continue;
+    ++total;
+    if (found.size() >= max) continue;
+    std::string comm;
+    if (FILE* f = fopen((base + "/comm").c_str(), "r")) {
+      char buf[64] = {0};
+      if (fgets(buf, sizeof(buf), f)) comm = buf;
+      fclose(f);
+      while (!comm.empty() && comm.back() == '\n') comm.pop_back();
+    }
+    found.push_back(fmt::format("pid {} ({}: {})", pid, comm, why));
+  }
+  closedir(proc);
+  std::string out;
+  for (const auto& f : found) out += (out.empty() ? "" : ", ") + f;
+  if (total > found.size()) out += fmt::format(" and {} more", total - found.size());
+  return out;
+}
 
 std::string DefaultLogFile() {
   if (geteuid() == 0) return "/var/log/tessera.log";
@@ -181,7 +255,8 @@ int Serve(const MountOptions& o, const std::string& mount_point, const std::func
   fo.debug = o.debug;
   fo.writeback_cache = o.writeback_cache;
   fo.xattrs = o.enable_xattr || o.enable_cap;
-  fo.extra = o.fuse_options;
+  auto extra = fuse::CheckOptions(o.fuse_options);  // checked by Mount: the options libfuse takes
+  if (extra.ok()) fo.extra = std::move(extra).value();
   LOG_INFO("mounting volume {} ({}) at {}; data in {}", vol->format.name, RedactUrl(o.meta_url), mount_point,
            vol->store->Describe());
   st = fuse::Serve(&vfs, fo, [&](const Status& mounted) {
@@ -220,14 +295,32 @@ int Serve(const MountOptions& o, const std::string& mount_point, const std::func
 
 int Mount(const MountOptions& o) {
   char* real = realpath(o.mount_point.c_str(), nullptr);
+  if (!real && errno == ENOTCONN) return Fail(DeadMountMessage(o.mount_point));
   if (!real) return Fail(fmt::format("mount point {} does not exist", o.mount_point));
   std::string mp = real;
   free(real);
   struct stat st;
-  if (stat(mp.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return Fail(fmt::format("mount point {} is not a directory", mp));
+  if (stat(mp.c_str(), &st) != 0) {
+    if (errno == ENOTCONN) return Fail(DeadMountMessage(mp));
+    return Fail(fmt::format("mount point {}: {}", mp, strerror(errno)));
+  }
+  if (!S_ISDIR(st.st_mode)) return Fail(fmt::format("mount point {} is not a directory", mp));
   if (IsMountPoint(mp)) return Fail(fmt::format("{} is already a mount point (unmount it first)", mp));
-  if (o.attr_cache < 0 || o.entry_cache < 0 || o.dir_entry_cache < 0 || o.negative_entry_cache < 0)
-    return Fail("cache timeouts must not be negative");
+  if (!o.nonempty) {
+    const int entries = CountEntries(mp);
+    if (entries > 0)
+      return Fail(fmt::format("mount point {} is not empty: its {} entr{} would be hidden while the volume is "
+                              "mounted; use an empty directory, or --nonempty to mount over them",
+                              mp, entries, entries == 1 ? "y" : "ies"));
+  }
+  for (auto [name, value] : {std::pair{"--attr-cache", o.attr_cache}, {"--entry-cache", o.entry_cache},
+                             {"--dir-entry-cache", o.dir_entry_cache}, {"--negative-entry-cache", o.negative_entry_cache}}) {
+    // Finite, and within what the kernel can represent (a year is plenty).
+    if (!std::isfinite(value) || value < 0 || value > kMaxCacheTimeout)
+      return Fail(fmt::format("{} must be a finite, non-negative number of seconds (at most {}), not {}", name,
+                              kMaxCacheTimeout, value));
+  }
+  if (auto checked = fuse::CheckOptions(o.fuse_options); !checked.ok()) return Fail(checked.status().message());
   if (o.cache_eviction != "lru" && o.cache_eviction != "2-random")
     return Fail(fmt::format("--cache-eviction must be lru or 2-random, not '{}'", o.cache_eviction));
   if (o.upload_delay > 0 && !o.writeback) return Fail("--upload-delay needs --writeback");
@@ -328,7 +421,11 @@ int Umount(const std::string& mount_point, bool force, bool flush) {
     rc = umount2(mp.c_str(), force ? MNT_DETACH : 0);
     if (rc != 0) {
       if (errno == EINVAL) return failed(fmt::format("{} is not mounted", mp));
-      if (errno == EBUSY) return failed(fmt::format("{} is busy (use --force for a lazy unmount)", mp));
+      if (errno == EBUSY) {
+        const std::string users = ProcessesUsing(mp);
+        return failed(fmt::format("{} is busy{}; stop them, or use --force for a lazy unmount", mp,
+                                  users.empty() ? "" : ": used by " + users));
+      }
       return failed(fmt::format("umount {}: {}", mp, strerror(errno)));
     }
   } else {
@@ -338,9 +435,23 @@ int Umount(const std::string& mount_point, bool force, bool flush) {
   if (!state.ok() || state->pid <= 0) return 0;
   if (!flush) {
     // Wait for the client to finish its session (bounded). Blocks staged by
-    // --writeback and not uploaded yet stay on its cache disk.
-    for (int i = 0; i < 600 && kill(state->pid, 0) == 0; ++i)
+    // --writeback and not uploaded yet stay on its cache disk. After a lazy
+    // unmount (--force) of a busy mount, the client serves the processes
+    // that still use it until they let go: say so rather than wait silently.
+    for (int i = 0; i < 600 && kill(state->pid, 0) == 0; ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      if (force && i == 20) {
+        const std::string users = ProcessesUsing(mp);
+        std::fprintf(stderr,
+                     "tessera: %s is detached; its client (pid %d) exits once the processes still using it are "
+                     "done%s\n",
+                     mp.c_str(), int(state->pid), users.empty() ? "" : (": " + users).c_str());
+        return 0;
+      }
+    }
+    if (kill(state->pid, 0) == 0)
+      std::fprintf(stderr, "tessera: %s is unmounted; its client (pid %d) is still finishing (see its log)\n",
+                   mp.c_str(), int(state->pid));
     return 0;
   }
   // --flush: the client exits once every staged block is uploaded (it

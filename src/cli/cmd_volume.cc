@@ -4,9 +4,12 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <regex>
 
+#include <fmt/chrono.h>
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "chunk/compression.h"
 #include "chunk/layout.h"
@@ -121,17 +124,27 @@ int ShowStatus(const std::string& meta_url) {
   meta::StatFs fs;
   Status st = (*m)->StatFS(meta::Context::Root(), &fs);
   if (!st.ok()) return Fail(st.ToString());
-  std::printf("{\n  \"Setting\": %s,\n", f->ToJson().c_str());
-  std::printf("  \"Usage\": {\"UsedSpace\": %llu, \"UsedInodes\": %llu},\n",
-              (unsigned long long)(fs.total_space - fs.avail_space), (unsigned long long)fs.used_inodes);
-  std::printf("  \"Sessions\": [");
-  for (size_t i = 0; i < sessions->size(); ++i) {
-    const auto& s = (*sessions)[i];
-    std::printf("%s\n    {\"Sid\": %llu, \"Host\": \"%s\", \"MountPoint\": \"%s\", \"ProcessID\": %u, \"Version\": \"%s\", \"Heartbeat\": %lld}",
-                i ? "," : "", (unsigned long long)s.sid, s.host.c_str(), s.mount_point.c_str(), s.pid,
-                s.version.c_str(), (long long)s.heartbeat);
+  // Sessions whose client is gone (no heartbeat for the session timeout, or
+  // a dead process on this host) are cleaned by the next mount or by any
+  // client within a minute; until then they are shown as stale.
+  const int64_t now = meta::Now().sec;
+  nlohmann::ordered_json out;
+  out["Setting"] = nlohmann::ordered_json::parse(f->ToJson());
+  out["Usage"] = {{"UsedSpace", fs.total_space - fs.avail_space}, {"UsedInodes", fs.used_inodes}};
+  out["Sessions"] = nlohmann::ordered_json::array();
+  for (const auto& s : *sessions) {
+    nlohmann::ordered_json j;
+    j["Sid"] = s.sid;
+    j["Host"] = s.host;
+    j["MountPoint"] = s.mount_point;
+    j["ProcessID"] = s.pid;
+    j["Version"] = s.version;
+    j["Heartbeat"] = fmt::format("{:%Y-%m-%dT%H:%M:%SZ}", fmt::gmtime(std::time_t(s.heartbeat)));
+    j["HeartbeatAge"] = fmt::format("{} s", std::max<int64_t>(0, now - s.heartbeat));
+    j["Stale"] = meta::SessionDead(s, now, meta::kSessionTimeoutSec);
+    out["Sessions"].push_back(std::move(j));
   }
-  std::printf("%s]\n}\n", sessions->empty() ? "" : "\n  ");
+  std::printf("%s\n", out.dump(2).c_str());
   return 0;
 }
 

@@ -66,6 +66,7 @@ struct MountOptions {
   int prefetch = 1;
   bool enable_xattr = false;  // extended attributes (off: ENOTSUP, and no kernel xattr request per write)
   bool enable_cap = false;  // store security.capability (the kernel asks for it before every write)
+  bool nonempty = false;    // mount over a directory that has entries (hidden while mounted)
 };
 int Mount(const MountOptions& o);
 

@@ -62,7 +62,7 @@ int main(int argc, char** argv) {
   mount->footer("Examples:\n  tessera mount sqlite3:///var/lib/tessera/myjfs.db /mnt/tessera -d\n"
                 "  tessera mount sqlite3://meta.db /mnt/t --attr-cache 0 --entry-cache 0");
   mount->add_option("META-URL", mo.meta_url, "metadata engine address")->required();
-  mount->add_option("MOUNTPOINT", mo.mount_point, "an existing empty directory")->required();
+  mount->add_option("MOUNTPOINT", mo.mount_point, "an existing empty directory (see --nonempty)")->required();
   mount->add_flag("-d,--background", mo.background, "run in the background; returns once the mount answers");
   mount->add_option("--log", mo.log_file, "log file in background mode");
   mount->add_flag("--debug", mo.debug, "debug logging and FUSE request tracing");
@@ -105,7 +105,11 @@ int main(int argc, char** argv) {
                     "--writeback: seconds a staged block waits before its upload (blocks overwritten and compacted, "
                     "or deleted, meanwhile are never uploaded)")
       ->capture_default_str()->check(CLI::Range(0.0, 86400.0));
-  mount->add_option("-o", mo.fuse_options, "other FUSE mount options, comma separated")->delimiter(',');
+  mount->add_option("-o", mo.fuse_options,
+                    "other FUSE mount options, comma separated (those of libfuse's low-level API and of "
+                    "mount(8): ro, noatime, nodev, nosuid, max_read=N, fsname=NAME, ...)")
+      ->delimiter(',');
+  mount->add_flag("--nonempty", mo.nonempty, "mount over a directory that is not empty (its entries are hidden)");
 
   std::string umount_point;
   bool umount_force = false;

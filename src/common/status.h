@@ -16,25 +16,46 @@ class [[nodiscard]] Status {
   static Status OK() { return Status(); }
   // code is a positive errno value (ENOENT, EIO, ...).
   static Status Err(int code, std::string msg = {}) { return Status(code, std::move(msg)); }
+  // The request was sent but its reply was lost (a connection broke during
+  // a COMMIT, a Redis reply never came): it may or may not have taken
+  // effect. The caller must not undo anything on it (delete objects a
+  // commit may reference); code is the errno to report (EIO).
+  static Status Unknown(int code, std::string msg) {
+    Status st(code, std::move(msg));
+    st.unknown_ = true;
+    return st;
+  }
 
   bool ok() const { return code_ == 0; }
   int code() const { return code_; }
   const std::string& message() const { return msg_; }
   std::string ToString() const;
 
-  // Classification by what the caller should do, never by message text.
-  // Transient: the same request may succeed if retried (conflicts, timeouts).
-  bool transient() const { return code_ == EAGAIN || code_ == EBUSY || code_ == ETIMEDOUT || code_ == ECONNRESET || code_ == ECONNREFUSED || code_ == EINTR; }
+  // Classification by what the caller should do, never by message text
+  // (common/retry.h is the one place that acts on it):
+  //  - transient(): the same request may succeed if sent again (a conflict,
+  //    a timeout, a dropped connection, a server error); whether sending it
+  //    again is safe is the caller's knowledge (idempotent requests only);
+  //  - outcome_unknown(): it may have taken effect; never undo on it;
+  //  - anything else is the answer (not found, permission, no space, ...).
+  bool transient() const {
+    return code_ == EAGAIN || code_ == EBUSY || code_ == ETIMEDOUT || code_ == ECONNRESET || code_ == ECONNREFUSED ||
+           code_ == EINTR || code_ == EPIPE;
+  }
+  bool outcome_unknown() const { return unknown_; }
   bool not_found() const { return code_ == ENOENT; }
 
-  // Adds context in front of the message; keeps the code.
+  // Adds context in front of the message; keeps the code and class.
   Status With(const std::string& context) const {
-    return Status(code_, msg_.empty() ? context : context + ": " + msg_);
+    Status st(code_, msg_.empty() ? context : context + ": " + msg_);
+    st.unknown_ = unknown_;
+    return st;
   }
 
  private:
   Status(int code, std::string msg) : code_(code), msg_(std::move(msg)) {}
   int code_ = 0;
+  bool unknown_ = false;
   std::string msg_;
 };
 

@@ -267,7 +267,9 @@ void OpWrite(fuse_req_t req, fuse_ino_t, const char* data, size_t size, off_t of
   fuse_reply_write(req, *n);
 }
 
-void OpFlush(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) { ReplyErr(req, V(req)->Flush(Ctx(req), H(fi))); }
+void OpFlush(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
+  ReplyErr(req, V(req)->Flush(Ctx(req), H(fi), fi->lock_owner));
+}
 
 void OpRelease(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   Context ctx = Ctx(req);
@@ -402,7 +404,7 @@ void OpGetlk(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, struct flock* l
 }
 
 void OpSetlk(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, struct flock* lock, int sleep) {
-  Status st = V(req)->SetLk(Ctx(req), ino, fi->lock_owner, ToLock(lock), sleep != 0,
+  Status st = V(req)->SetLk(Ctx(req), H(fi), fi->lock_owner, ToLock(lock), sleep != 0,
                             [req] { return fuse_req_interrupted(req) != 0; });
   ReplyErr(req, st);
 }
@@ -484,6 +486,56 @@ fuse_lowlevel_ops MakeOps(bool xattrs) {
 
 }  // namespace
 
+Result<std::vector<std::string>> CheckOptions(const std::vector<std::string>& options) {
+  // High-level API options (fuse_new), with what to use instead.
+  static const std::pair<const char*, const char*> kHighLevel[] = {
+      {"entry_timeout", "--entry-cache"},
+      {"attr_timeout", "--attr-cache"},
+      {"negative_timeout", "--negative-entry-cache"},
+      {"ac_attr_timeout", "--attr-cache"},
+      {"kernel_cache", "nothing: the kernel keeps a file's pages while it is unchanged (close-to-open)"},
+      {"auto_cache", "nothing: the kernel keeps a file's pages while it is unchanged (close-to-open)"},
+      {"direct_io", "O_DIRECT in the program"},
+      {"use_ino", "nothing: inode numbers are always the volume's"},
+      {"readdir_ino", "nothing: inode numbers are always the volume's"},
+      {"hard_remove", "nothing: open files stay readable after unlink"},
+      {"nonempty", "--nonempty"},
+      {"umask", "chmod inside the volume"},
+      {"uid", "chown inside the volume"},
+      {"gid", "chgrp inside the volume"},
+      {"intr", "nothing: requests are always interruptible"},
+      {"modules", "nothing"},
+  };
+  // Obsolete (the kernel always does these) or for mount(8)/systemd only.
+  static const char* const kDropped[] = {"big_writes", "large_read", "_netdev", "nofail", "noauto", "auto",
+                                         "user", "users", "nouser", "owner", "group", "defaults"};
+  std::vector<std::string> pass;
+  for (const std::string& opt : options) {
+    if (opt.empty()) continue;
+    const std::string key = opt.substr(0, opt.find('='));
+    if (key.starts_with("x-") || key == "comment" ||
+        std::find(std::begin(kDropped), std::end(kDropped), key) != std::end(kDropped))
+      continue;
+    for (const auto& [name, instead] : kHighLevel) {
+      if (key == name)
+        return Status::Err(EINVAL, "-o " + opt + " is an option of libfuse's high-level API, which Tessera does not "
+                                                 "use; instead: " + instead);
+    }
+    // Whatever is left must be an option a low-level session takes: try it.
+    std::string arg0 = "tessera", dash_o = "-o", value = opt;
+    char* argv[] = {arg0.data(), dash_o.data(), value.data()};
+    fuse_args args = FUSE_ARGS_INIT(3, argv);
+    fuse_lowlevel_ops ops;
+    std::memset(&ops, 0, sizeof(ops));
+    fuse_session* se = fuse_session_new(&args, &ops, sizeof(ops), nullptr);
+    fuse_opt_free_args(&args);
+    if (!se) return Status::Err(EINVAL, "-o " + opt + ": not a FUSE mount option (see 'tessera mount --help')");
+    fuse_session_destroy(se);
+    pass.push_back(opt);
+  }
+  return pass;
+}
+
 Status Serve(vfs::Vfs* vfs, const MountOptions& opts, const std::function<void(const Status&)>& on_mounted) {
   State state{vfs, opts};
   std::vector<std::string> argv_s = {"tessera"};
@@ -501,12 +553,16 @@ Status Serve(vfs::Vfs* vfs, const MountOptions& opts, const std::function<void(c
   fuse_lowlevel_ops ops = MakeOps(opts.xattrs);
   fuse_session* se = fuse_session_new(&args, &ops, sizeof(ops), &state);
   state.se = se;
+  // Pending writes discarded after a failed commit: the kernel's pages and
+  // size of the file show them; drop both (offset 0, length 0: everything).
+  if (se) vfs->SetCacheInvalidator([se](Ino ino) { (void)fuse_lowlevel_notify_inval_inode(se, ino, 0, 0); });
   if (!se) {
     Status st = Status::Err(EINVAL, "cannot create FUSE session (bad mount options?)");
     on_mounted(st);
     return st;
   }
   if (fuse_set_signal_handlers(se) != 0) {
+    vfs->SetCacheInvalidator(nullptr);
     fuse_session_destroy(se);
     Status st = Status::Err(EIO, "cannot install signal handlers");
     on_mounted(st);
@@ -514,6 +570,7 @@ Status Serve(vfs::Vfs* vfs, const MountOptions& opts, const std::function<void(c
   }
   if (fuse_session_mount(se, opts.mount_point.c_str()) != 0) {
     fuse_remove_signal_handlers(se);
+    vfs->SetCacheInvalidator(nullptr);
     fuse_session_destroy(se);
     Status st = Status::Err(EIO, "cannot mount at " + opts.mount_point + " (is /dev/fuse available?)");
     on_mounted(st);
@@ -528,6 +585,7 @@ Status Serve(vfs::Vfs* vfs, const MountOptions& opts, const std::function<void(c
   fuse_loop_cfg_destroy(cfg);
   fuse_session_unmount(se);
   fuse_remove_signal_handlers(se);
+  vfs->SetCacheInvalidator(nullptr);
   fuse_session_destroy(se);
   return rc == 0 ? Status::OK() : Status::Err(EIO, "FUSE session ended with an error");
 }

@@ -34,4 +34,13 @@ struct MountOptions {
 // kernel mount exists (with OK) or failed (with the error), before serving.
 Status Serve(vfs::Vfs* vfs, const MountOptions& opts, const std::function<void(const Status&)>& on_mounted);
 
+// Checks `-o` options before mounting and returns those to pass to libfuse.
+// Tessera uses libfuse's low-level API, whose sessions accept the low-level
+// and mount(8) options (ro, noatime, nodev, max_read=N, fsname=, ...) but not
+// those of the high-level API (kernel_cache, entry_timeout=, use_ino, umask=,
+// ...), which other FUSE file systems take: those get EINVAL naming the
+// option and Tessera's equivalent. Options meant for mount(8) or systemd in
+// an fstab line (_netdev, nofail, noauto, user, x-systemd.*, ...) are dropped.
+Result<std::vector<std::string>> CheckOptions(const std::vector<std::string>& options);
+
 }  // namespace tessera::fuse

@@ -19,7 +19,8 @@
 //
 // A driver's Conn provides:
 //   static Result<std::unique_ptr<Conn>> Open(const Config&)
-//   Status Begin(bool read_only); Status Commit(); Status Rollback();
+//   Status Begin(bool read_only); Status Rollback();
+//   Status Commit();                  // outcome-unknown Status when it may have taken effect
 //   bool Reusable() const;            // idle and healthy: may go back to the pool
 //   Failure failure() const; void ClearFailure();
 //   Result<std::string> Get(key); Status Put(key, value); Status Delete(key);
@@ -321,10 +322,10 @@ class SqlEngine final : public Engine {
         // running fn again is safe, except when COMMIT itself was cut short:
         // then nobody knows whether it took effect.
         if (committing && !read_only) {
-          return Status::Err(EIO, description_ +
-                                      ": connection lost during COMMIT; the transaction may or may not have been "
-                                      "applied: " +
-                                      status.message());
+          return Status::Unknown(EIO, description_ +
+                                          ": connection lost during COMMIT; the transaction may or may not have "
+                                          "been applied: " +
+                                          status.message());
         }
         RETURN_IF_ERROR(lease.Replace());
       } else {

@@ -109,7 +109,14 @@ class SqliteConn {
   SqliteConn& operator=(const SqliteConn&) = delete;
 
   Status Begin(bool read_only) { return Exec(read_only ? sql::kBeginRead : sql::kBeginWrite, "begin"); }
-  Status Commit() { return Exec(sql::kCommit, "commit"); }
+  // A COMMIT that failed other than by losing a race (an I/O error while
+  // writing or syncing the WAL) may still have reached the disk: its frames
+  // are replayed when the database is next opened. So its outcome is unknown.
+  Status Commit() {
+    Status st = Exec(sql::kCommit, "commit");
+    if (st.ok() || failure_ == Failure::kRetry) return st;
+    return Status::Unknown(st.code(), st.message() + " (the commit may or may not have been applied)");
+  }
   // Rolls back the open transaction, if any (SQLite ends it by itself after
   // some errors).
   Status Rollback() { return InTxn() ? Exec(sql::kRollback, "rollback") : Status::OK(); }

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -15,7 +16,9 @@
 
 #include <fmt/format.h>
 
+#include "common/log.h"
 #include "meta/encoding.h"
+#include "meta/fault_meta.h"
 #include "meta/meta_util.h"
 #include "meta/redis_meta.h"
 #include "common/url.h"
@@ -593,15 +596,19 @@ Status KvMeta::Fallocate(const Context& ctx, Ino ino, int mode, uint64_t off, ui
     if (attr.IsDir()) return Status::Err(EISDIR);
     if (!attr.IsFile()) return Status::Err(ENODEV);
     uint64_t end = off + len;
+    const bool grows = !(mode & FALLOC_FL_KEEP_SIZE) && end > attr.length;
+    const int64_t delta = grows ? int64_t(Align4K(end)) - int64_t(Align4K(attr.length)) : 0;
+    if (delta > 0) {
+      auto used = tx.Get(CounterKey(kUsedSpace));
+      if (!used.ok() && !used.status().not_found()) return used.status();
+      const uint64_t now_used = used.ok() ? uint64_t(std::max<int64_t>(DecodeI64(*used), 0)) : 0;
+      if (now_used + uint64_t(delta) > FallocateSpace(format_)) return Status::Err(ENOSPC);
+    }
+    if (end > kMaxFileSize) return Status::Err(EFBIG);
     if (mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE))
       RETURN_IF_ERROR(AppendHoleTx(tx, ino, off, std::min(end, attr.length)));
     bool changed = (mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE)) != 0;
-    if (!(mode & FALLOC_FL_KEEP_SIZE) && end > attr.length) {
-      int64_t delta = int64_t(Align4K(end)) - int64_t(Align4K(attr.length));
-      if (format_.capacity) {
-        auto used = tx.Get(CounterKey(kUsedSpace));
-        if (used.ok() && uint64_t(DecodeI64(*used) + delta) > format_.capacity) return Status::Err(ENOSPC);
-      }
+    if (grows) {
       RETURN_IF_ERROR(IncrTx(tx, kUsedSpace, delta));
       attr.length = end;
       changed = true;
@@ -949,6 +956,20 @@ Status KvMeta::Read(Ino ino, uint32_t chunk_index, std::vector<Slice>* slices) {
       true);
 }
 
+Status KvMeta::ListChunks(Ino ino, uint32_t from, uint32_t limit, std::vector<uint32_t>* out) {
+  out->clear();
+  const std::string prefix = ChunkPrefix(ino);
+  return engine_->Run(
+      [&](kv::Txn& tx) {
+        out->clear();
+        return tx.Scan(ChunkKey(ino, from), kv::PrefixEnd(prefix), limit, [&](std::string_view key, std::string_view) {
+          if (key.size() == prefix.size() + 4) out->push_back(kv::ReadU32BE(key.substr(prefix.size())));
+          return true;
+        });
+      },
+      true);
+}
+
 Status KvMeta::WriteSlices(const Context& ctx, Ino ino, const std::vector<SliceWrite>& slices, const Timespec& mtime,
                            Attr* out, std::vector<uint32_t>* slice_counts) {
   for (const auto& w : slices)
@@ -1222,11 +1243,29 @@ Status KvMeta::Check(std::vector<std::string>* problems) {
 
 // ---------------------------------------------------------------- factory
 
-Result<std::unique_ptr<Meta>> Open(const std::string& url) {
+namespace {
+Result<std::unique_ptr<Meta>> OpenEngine(const std::string& url) {
   const std::string scheme = UrlScheme(url);
   if (scheme == "redis" || scheme == "rediss" || scheme == "unix") return RedisMeta::Open(url);
+  if (scheme != "sqlite3" && scheme != "memory" && scheme != "postgres" && scheme != "postgresql") {
+    return Status::Err(EINVAL, "unsupported META-URL '" + RedactUrl(url) +
+                                   "': expected sqlite3://PATH, redis://[USER:PASSWORD@]HOST[:PORT]/DB, "
+                                   "unix:///PATH/redis.sock?db=N, postgres://[USER[:PASSWORD]@]HOST[:PORT]/DB or "
+                                   "memory://[NAME]");
+  }
   ASSIGN_OR_RETURN(auto engine, kv::Open(url));
   return std::unique_ptr<Meta>(new KvMeta(std::move(engine)));
+}
+}  // namespace
+
+Result<std::unique_ptr<Meta>> Open(const std::string& url) {
+  ASSIGN_OR_RETURN(std::unique_ptr<Meta> meta, OpenEngine(url));
+  if (const char* faults = std::getenv("TESSERA_META_FAULTS"); faults && *faults) {
+    ASSIGN_OR_RETURN(FaultMeta::Spec spec, FaultMeta::Spec::Parse(faults));
+    LOG_WARN("metadata engine {}: injecting faults ({})", meta->Name(), spec.ToString());
+    meta = std::make_unique<FaultMeta>(std::move(meta), spec);
+  }
+  return meta;
 }
 
 }  // namespace tessera::meta

@@ -64,6 +64,7 @@ class KvMeta final : public Meta {
   Status Forget(Ino ino, uint64_t n) override;
 
   Status Read(Ino ino, uint32_t chunk_index, std::vector<chunk::Slice>* slices) override;
+  Status ListChunks(Ino ino, uint32_t from, uint32_t limit, std::vector<uint32_t>* out) override;
   Status WriteSlices(const Context& ctx, Ino ino, const std::vector<SliceWrite>& slices, const Timespec& mtime,
                      Attr* attr, std::vector<uint32_t>* slice_counts) override;
   Status CompactChunk(Ino ino, uint32_t chunk_index, const std::vector<chunk::Slice>& expected,

@@ -102,6 +102,10 @@ struct StatFs {
   uint64_t avail_inodes = 0;
 };
 
+// A session without a heartbeat for this long is dead: any client cleans it
+// (its locks go, its open-unlinked files are reclaimed).
+constexpr int64_t kSessionTimeoutSec = 300;
+
 struct SessionInfo {
   uint64_t sid = 0;
   std::string host;
@@ -189,6 +193,10 @@ class Meta {
 
   // ---- data: chunk slice lists ----
   virtual Status Read(Ino ino, uint32_t chunk_index, std::vector<chunk::Slice>* slices) = 0;
+  // Indexes of the file's chunks that have a slice list, from `from` on,
+  // ascending, at most `limit` of them: lets SEEK_DATA skip a hole of
+  // millions of chunks in one request.
+  virtual Status ListChunks(Ino ino, uint32_t from, uint32_t limit, std::vector<uint32_t>* out) = 0;
   // Appends slices to their chunks in the given order (later ones shadow
   // earlier ones), extends the length to cover them and sets mtime/ctime to
   // `mtime` (when the data was written), all in one transaction. ENOSPC when
@@ -236,7 +244,13 @@ class Meta {
   virtual Status Check(std::vector<std::string>* problems) = 0;
 };
 
-// Opens a metadata engine from a META-URL (sqlite3://PATH, memory://NAME).
+// Is a session dead: no heartbeat for timeout_sec, or its process is gone
+// (a session of this host)?
+bool SessionDead(const SessionInfo& s, int64_t now, int64_t timeout_sec);
+
+// Opens a metadata engine from a META-URL (sqlite3://PATH, memory://NAME,
+// redis://..., unix://..., postgres://...). With the environment variable
+// TESSERA_META_FAULTS set to a spec, the engine injects faults (fault_meta.h).
 Result<std::unique_ptr<Meta>> Open(const std::string& url);
 
 // POSIX permission check of `mask` (R_OK|W_OK|X_OK) against attr for ctx.

@@ -57,7 +57,9 @@ Status CheckFallocateArgs(int mode, uint64_t off, uint64_t len) {
   if ((mode & FALLOC_FL_PUNCH_HOLE) && !(mode & FALLOC_FL_KEEP_SIZE)) return Status::Err(EOPNOTSUPP);
   if ((mode & FALLOC_FL_PUNCH_HOLE) && (mode & FALLOC_FL_ZERO_RANGE)) return Status::Err(EINVAL);
   if (len == 0) return Status::Err(EINVAL);
-  if (off + len > kMaxFileSize || off + len < off) return Status::Err(EFBIG);
+  // Past the largest file: EFBIG, unless the engine finds first that the
+  // space is not there (ENOSPC, FallocateSpace).
+  if (off + len < off) return Status::Err(EFBIG);
   return Status::OK();
 }
 
@@ -69,7 +71,9 @@ Status CheckXattrName(const std::string& name) {
 int OpenMask(int flags) {
   int mask = 0;
   switch (flags & O_ACCMODE) {
-    case O_RDONLY: mask = R_OK; break;
+    // execve(2) opens the file read-only with __FMODE_EXEC: it needs execute
+    // permission, not read (a mode 0111 program runs for anyone).
+    case O_RDONLY: mask = (flags & kOpenForExec) ? X_OK : R_OK; break;
     case O_WRONLY: mask = W_OK; break;
     default: mask = R_OK | W_OK; break;
   }
@@ -82,6 +86,8 @@ Status CheckOpen(const Context& ctx, const Attr& attr, int flags) {
   if (attr.IsDir() && (mask & W_OK)) return Status::Err(EISDIR);
   return CheckPermission(ctx, attr, mask);
 }
+
+uint64_t FallocateSpace(const Format& format) { return format.capacity ? format.capacity : kDefaultCapacity; }
 
 void FillStatFs(const Format& format, int64_t used, int64_t inodes, StatFs* out) {
   used = std::max<int64_t>(used, 0);

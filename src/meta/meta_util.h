@@ -33,9 +33,19 @@ bool IsDotName(const std::string& name);
 // Checks Mknod's arguments; *type receives the S_IFMT type (S_IFREG for 0).
 Status CheckMknodArgs(const std::string& name, uint32_t mode, const std::string& target, uint32_t* type);
 Status CheckRenameArgs(const std::string& nsrc, const std::string& ndst, uint32_t flags);
+// Argument checks before the engine looks at the file. The engine then
+// checks, in this order: space for the growth (ENOSPC against
+// FallocateSpace), then kMaxFileSize (EFBIG), before changing anything.
 Status CheckFallocateArgs(int mode, uint64_t off, uint64_t len);
+// The space fallocate may reserve: the capacity, or what df shows as the
+// size of a volume without one (a request for more than the free space is
+// ENOSPC, as on any file system).
+uint64_t FallocateSpace(const Format& format);
 Status CheckXattrName(const std::string& name);
-// R_OK/W_OK mask an open with these flags needs.
+// The open flag the kernel adds when it opens a file to execute it
+// (__FMODE_EXEC, the fmode bit FMODE_EXEC = 0x20; no O_* flag uses it).
+constexpr int kOpenForExec = 040;
+// R_OK/W_OK/X_OK mask an open with these flags needs.
 int OpenMask(int flags);
 // Open's checks on the attributes of the inode being opened.
 Status CheckOpen(const Context& ctx, const Attr& attr, int flags);
@@ -54,8 +64,7 @@ bool ProcessAlive(uint32_t pid);
 std::string HostName();
 // Host and pid filled in when missing.
 SessionInfo CompleteSession(const SessionInfo& in);
-// Is a session (of the given heartbeat, host and pid) dead by timeout_sec?
-bool SessionDead(const SessionInfo& s, int64_t now, int64_t timeout_sec);
+
 
 // Inode references held by this client: kernel lookups plus opens. An inode
 // whose last name goes while it is referenced is "sustained" (kept) until the

@@ -2,13 +2,17 @@
 
 #include <hiredis/hiredis.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <random>
 #include <thread>
 
+#include <fmt/format.h>
+
 #include "common/log.h"
+#include "common/retry.h"
 #include "common/url.h"
 
 namespace tessera::meta::redis {
@@ -98,6 +102,17 @@ Result<Options> Options::Parse(const std::string& url) {
       return bad("unknown parameter \"" + std::string(kv.substr(0, kv.find('='))) + "\"");
     }
   }
+  if (const char* f = std::getenv("TESSERA_REDIS_FAULTS"); f && *f) {
+    std::string_view spec = f;
+    while (!spec.empty()) {
+      std::string_view kv = spec.substr(0, spec.find(','));
+      spec = kv.size() < spec.size() ? spec.substr(kv.size() + 1) : std::string_view();
+      if (kv.starts_with("lost_reply=")) o.lost_reply = std::strtod(std::string(kv.substr(11)).c_str(), nullptr);
+      else if (kv.starts_with("seed=")) o.fault_seed = std::strtoull(std::string(kv.substr(5)).c_str(), nullptr, 10);
+      else return Status::Err(EINVAL, "TESSERA_REDIS_FAULTS: unknown setting \"" + std::string(kv) + "\"");
+    }
+    if (!(o.lost_reply >= 0 && o.lost_reply <= 1)) return Status::Err(EINVAL, "TESSERA_REDIS_FAULTS: lost_reply must be in [0, 1]");
+  }
   if (o.password.empty()) {
     for (const char* env : {"META_PASSWORD", "REDIS_PASSWORD"}) {
       if (const char* p = std::getenv(env); p && *p) {
@@ -136,82 +151,149 @@ Reply Reply::at(size_t i) const {
 
 // ---------------------------------------------------------------- client
 
+struct Client::Conn {
+  redisContext* ctx = nullptr;
+  std::string op_key;  // this connection's operation record ("o<client>.<n>")
+  uint64_t seq = 0;    // operations sent on it so far
+  // Steady-clock milliseconds since the request in progress was sent, 0
+  // when idle; read by Watch.
+  std::atomic<int64_t> busy_since_ms{0};
+  int64_t warned_ms = 0;  // Watch only: when it last warned about this request
+};
+
+namespace {
+
+int64_t SteadyMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string RandomHex() {
+  std::random_device rd;
+  uint64_t v = (uint64_t(rd()) << 32) ^ rd();
+  return fmt::format("{:016x}", v);
+}
+
+// The one retry policy for Redis requests: max_retries after the first try,
+// about 10 s in all by default.
+RetryPolicy PolicyOf(const Options& o) {
+  return RetryPolicy{o.max_retries + 1, std::chrono::milliseconds(50), std::chrono::milliseconds(2000)};
+}
+
+}  // namespace
+
+Client::Client(Options opts) : opts_(std::move(opts)), conn_prefix_("o" + RandomHex() + ".") {}
+
 Result<std::unique_ptr<Client>> Client::Connect(const Options& opts) {
   std::unique_ptr<Client> client(new Client(opts));
-  ASSIGN_OR_RETURN(redisContext * c, client->Dial());
-  std::lock_guard<std::mutex> g(client->mu_);
-  client->idle_.push_back(c);
-  client->open_ = 1;
+  {
+    std::lock_guard<std::mutex> g(client->mu_);
+    client->open_ = 1;
+  }
+  auto c = client->Dial();
+  // At startup an unreachable server is the answer (EIO, at once): a mount
+  // against a wrong address must not hang in retries.
+  if (!c.ok()) return c.status().transient() ? Status::Err(EIO, c.status().message()) : c.status();
+  {
+    std::lock_guard<std::mutex> g(client->mu_);
+    client->idle_.push_back(*c);
+  }
+  client->watcher_ = std::thread([p = client.get()] { p->Watch(); });
   return client;
 }
 
 Client::~Client() {
-  for (redisContext* c : idle_) redisFree(c);
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    stop_ = true;
+  }
+  stop_cv_.notify_all();
+  if (watcher_.joinable()) watcher_.join();
+  for (Conn* c : idle_) Close(c);
 }
 
-Result<redisContext*> Client::Dial() {
+Result<Client::Conn*> Client::Dial() {
   redisContext* c = opts_.socket.empty()
                         ? redisConnectWithTimeout(opts_.host.c_str(), opts_.port, Millis(opts_.connect_timeout_ms))
                         : redisConnectUnixWithTimeout(opts_.socket.c_str(), Millis(opts_.connect_timeout_ms));
-  if (c == nullptr) return Status::Err(EIO, "redis " + opts_.display + ": cannot allocate a connection");
-  if (c->err) {
-    std::string why = c->errstr;
-    redisFree(c);
-    return Status::Err(EIO, "redis " + opts_.display + ": cannot connect: " + why);
-  }
+  auto failed = [&](Status st) {
+    if (c) redisFree(c);
+    std::lock_guard<std::mutex> g(mu_);
+    --open_;
+    cv_.notify_one();
+    return st;
+  };
+  if (c == nullptr) return failed(Status::Err(ENOMEM, "redis " + opts_.display + ": cannot allocate a connection"));
+  // Not reachable (yet): worth retrying, the server may be restarting.
+  if (c->err) return failed(Status::Err(ECONNREFUSED, "redis " + opts_.display + ": cannot connect: " + c->errstr));
   redisSetTimeout(c, Millis(opts_.io_timeout_ms));
+  auto conn = std::make_unique<Conn>();
+  conn->ctx = c;
   auto setup = [&](const std::vector<std::string_view>& argv) -> Status {
-    auto r = Send(c, argv);
+    auto r = Send(conn.get(), argv);
     return r.ok() ? Status::OK() : r.status();
   };
   Status st;
   if (!opts_.password.empty()) {
     st = opts_.user.empty() ? setup({"AUTH", opts_.password}) : setup({"AUTH", opts_.user, opts_.password});
-    if (!st.ok()) st = Status::Err(EACCES, "redis " + opts_.display + ": authentication failed");
+    if (!st.ok() && !st.transient())
+      st = Status::Err(EACCES, "redis " + opts_.display +
+                                   ": authentication failed: check the password (in the URL, or META_PASSWORD)");
   }
   if (st.ok() && opts_.db != 0) st = setup({"SELECT", std::to_string(opts_.db)});
   if (!st.ok()) {
-    redisFree(c);
-    return st;
+    conn->ctx = nullptr;
+    return failed(st);
   }
-  return c;
+  std::lock_guard<std::mutex> g(mu_);
+  conn->op_key = conn_prefix_ + std::to_string(next_conn_++);
+  all_.push_back(conn.get());
+  return conn.release();
 }
 
-Result<redisContext*> Client::Acquire(bool* fresh) {
+void Client::Close(Conn* c) {
+  redisFree(c->ctx);
+  delete c;
+}
+
+Result<Client::Conn*> Client::Acquire(bool* fresh) {
   {
     std::unique_lock<std::mutex> g(mu_);
     cv_.wait(g, [&] { return !idle_.empty() || open_ < opts_.max_connections; });
     if (!idle_.empty()) {
-      redisContext* c = idle_.back();
+      Conn* c = idle_.back();
       idle_.pop_back();
       *fresh = false;
       return c;
     }
     ++open_;
   }
-  auto c = Dial();
-  if (!c.ok()) {
-    std::lock_guard<std::mutex> g(mu_);
-    --open_;
-    cv_.notify_one();
-  }
   *fresh = true;
-  return c;
+  return Dial();
 }
 
-void Client::Release(redisContext* c, bool broken) {
-  std::lock_guard<std::mutex> g(mu_);
-  if (broken) {
-    redisFree(c);
-    --open_;
-  } else {
-    idle_.push_back(c);
+void Client::Release(Conn* c, bool broken) {
+  std::vector<Conn*> dead;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    if (broken) {
+      // The others idle since before the break are most likely dead too (a
+      // server restart): dial anew rather than find out one retry each.
+      dead.swap(idle_);
+      dead.push_back(c);
+      for (Conn* d : dead) all_.erase(std::find(all_.begin(), all_.end(), d));
+      open_ -= dead.size();
+    } else {
+      idle_.push_back(c);
+    }
   }
-  cv_.notify_one();
+  cv_.notify_all();
+  for (Conn* d : dead) Close(d);
 }
 
-// One request on one connection; a transport failure leaves c->err set.
-Result<Reply> Client::Send(redisContext* c, const std::vector<std::string_view>& argv) {
+// One request on one connection; a transport failure leaves c->ctx->err set
+// and is ECONNRESET (transient).
+Result<Reply> Client::Send(Conn* c, const std::vector<std::string_view>& argv) {
   std::vector<const char*> ptrs(argv.size());
   std::vector<size_t> lens(argv.size());
   for (size_t i = 0; i < argv.size(); ++i) {
@@ -219,52 +301,103 @@ Result<Reply> Client::Send(redisContext* c, const std::vector<std::string_view>&
     lens[i] = argv[i].size();
   }
   requests_.fetch_add(1, std::memory_order_relaxed);
-  auto* r = static_cast<redisReply*>(redisCommandArgv(c, int(argv.size()), ptrs.data(), lens.data()));
-  if (r == nullptr) return Status::Err(EIO, "redis " + opts_.display + ": " + (c->err ? c->errstr : "no reply"));
+  c->busy_since_ms.store(SteadyMs(), std::memory_order_relaxed);
+  auto* r = static_cast<redisReply*>(redisCommandArgv(c->ctx, int(argv.size()), ptrs.data(), lens.data()));
+  c->busy_since_ms.store(0, std::memory_order_relaxed);
+  if (r == nullptr)
+    return Status::Err(ECONNRESET, "redis " + opts_.display + ": " + (c->ctx->err ? c->ctx->errstr : "no reply"));
   Reply reply(r);
   if (r->type == REDIS_REPLY_ERROR) {
     std::string err(r->str, r->len);
     if (err.starts_with("OOM")) return Status::Err(EIO, "redis " + opts_.display + " is out of memory: " + err);
+    if (err.starts_with("NOAUTH"))
+      return Status::Err(EACCES, "redis " + opts_.display +
+                                     " needs a password: give it in the URL (redis://:PASSWORD@host) or in "
+                                     "META_PASSWORD");
     return Status::Err(Transient(err) ? EAGAIN : EIO, "redis " + opts_.display + ": " + err);
   }
   return reply;
 }
 
-Result<Reply> Client::Command(const std::vector<std::string_view>& argv) {
-  static thread_local std::minstd_rand rng{std::random_device{}()};
-  Status last;
-  for (int attempt = 0;; ++attempt) {
-    bool fresh = false;
-    auto c = Acquire(&fresh);
-    if (c.ok()) {
-      auto r = Send(*c, argv);
-      bool broken = (*c)->err != 0;
-      Release(*c, broken);
-      if (r.ok()) return r;
-      last = r.status();
-      // A server error other than a transient one is the answer.
-      if (!broken && last.code() != EAGAIN) break;
-      // A pooled connection found dead (the server restarted since it was
-      // last used) is replaced at once.
-      if (broken && !fresh && attempt == 0) continue;
-    } else {
-      last = c.status();
-      if (last.code() == EACCES) break;
-    }
-    if (attempt >= opts_.max_retries) break;
-    int base_ms = std::min(2000, 50 << std::min(attempt, 6));
-    std::this_thread::sleep_for(std::chrono::milliseconds(base_ms / 2 + int(rng() % unsigned(base_ms / 2 + 1))));
-  }
-  if (last.code() == EAGAIN) return Status::Err(EIO, last.message());
-  return last;
+bool Client::LoseReply() {
+  if (opts_.lost_reply <= 0) return false;
+  // A pure function of (seed, draw number), like the object FaultStore:
+  // splitmix64 of their combination.
+  uint64_t x = opts_.fault_seed * 0x9E3779B97F4A7C15ull + (faults_drawn_.fetch_add(1) + 1) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  x ^= x >> 31;
+  return double(x >> 11) / double(1ull << 53) < opts_.lost_reply;
 }
 
-Result<Reply> Client::Call(const std::vector<std::string_view>& argv, const std::vector<std::string_view>& reload) {
-  auto r = Command(argv);
+Result<Reply> Client::Run(std::vector<std::string_view> argv, bool mutating) {
+  std::string op_key, seq;  // mutating: the operation id, fixed by the first try
+  bool maybe_done = false;  // a mutating try lost its connection after sending
+  auto attempt = [&]() -> Result<Reply> {
+    bool fresh = false;
+    ASSIGN_OR_RETURN(Conn * c, Acquire(&fresh));
+    if (mutating) {
+      if (op_key.empty()) {
+        op_key = c->op_key;
+        seq = std::to_string(++c->seq);
+      }
+      argv[3] = op_key;
+      argv[4] = seq;
+    }
+    auto r = Send(c, argv);
+    bool broken = c->ctx->err != 0;
+    if (mutating && r.ok() && LoseReply()) {
+      broken = true;
+      r = Status::Err(ECONNRESET, "redis " + opts_.display + ": injected lost reply");
+    }
+    Release(c, broken);
+    if (broken && mutating) maybe_done = true;
+    return r;
+  };
+  auto r = Retry(PolicyOf(opts_), "redis " + opts_.display, attempt);
+  if (!r.ok() && maybe_done && r.status().code() == EIO && !r.status().outcome_unknown())
+    return Status::Unknown(EIO, r.status().message() + " (the request may have been applied)");
+  return r;
+}
+
+Result<Reply> Client::Command(const std::vector<std::string_view>& argv) { return Run(argv, false); }
+
+Result<Reply> Client::Call(std::string_view fn, const std::vector<std::string_view>& args, bool mutating,
+                           const std::vector<std::string_view>& reload) {
+  std::vector<std::string_view> argv = {"FCALL", fn};
+  if (mutating) argv.insert(argv.end(), {"2", "", ""});  // the operation id, filled by Run
+  else argv.push_back("0");
+  argv.insert(argv.end(), args.begin(), args.end());
+  auto r = Run(argv, mutating);
   if (r.ok() || r.status().message().find("Function not found") == std::string::npos) return r;
   LOG_WARN("redis {}: functions missing (server restarted without persistence?), loading them again", opts_.display);
   RETURN_IF_ERROR(Command(reload).status());
-  return Command(argv);
+  return Run(argv, mutating);
+}
+
+void Client::Watch() {
+  std::unique_lock<std::mutex> g(mu_);
+  while (!stop_) {
+    stop_cv_.wait_for(g, std::chrono::seconds(1));
+    if (stop_) break;
+    const int64_t now = SteadyMs();
+    int waiting = 0;
+    int64_t oldest = 0;
+    bool warn = false;
+    for (Conn* c : all_) {
+      const int64_t since = c->busy_since_ms.load(std::memory_order_relaxed);
+      if (since == 0 || now - since < opts_.warn_after_ms) continue;
+      ++waiting;
+      oldest = std::max(oldest, now - since);
+      if (c->warned_ms < since || now - c->warned_ms >= 10000) {
+        c->warned_ms = now;
+        warn = true;
+      }
+    }
+    if (warn)
+      LOG_WARN("redis {} has not answered for {:.1f} s ({} request(s) waiting; they fail after {} s)", opts_.display,
+               double(oldest) / 1000, waiting, opts_.io_timeout_ms / 1000);
+  }
 }
 
 }  // namespace tessera::meta::redis

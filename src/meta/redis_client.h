@@ -1,7 +1,18 @@
 // A small Redis client over hiredis for RedisMeta: URL parsing (secrets kept
 // out of every message), a pool of blocking connections shared by the FUSE
-// threads, reconnects with bounded retries, and a request counter. Internal
-// to src/meta.
+// threads, reconnects and retries under the one retry policy
+// (common/retry.h), a warning when the server stops answering, and a request
+// counter. Internal to src/meta.
+//
+// Retries are safe because every request is: reads and plain commands are
+// idempotent, and a function call that changes state (Call with mutating)
+// carries an operation id, (connection key, sequence number), fixed at its
+// first attempt. The function records its reply under the connection key
+// (src/meta/redis_functions.lua, `wrap`); a resend of the same operation,
+// after a connection broke with the reply lost, answers from that record
+// instead of running again. A connection runs one request at a time, so only
+// its last operation can be in doubt, and a broken connection is never used
+// again: one record per connection suffices.
 #pragma once
 
 #include <atomic>
@@ -11,6 +22,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "common/status.h"
@@ -35,6 +47,15 @@ struct Options {
   // A request that cannot reach the server is retried this many times with
   // growing pauses (about 10 s in total) before it fails with EIO.
   int max_retries = 8;
+  // A request unanswered this long is logged as a warning (and again every
+  // 10 s), naming the server: a stall is visible before the I/O timeout.
+  int warn_after_ms = 3000;
+  // Fault injection for tests (TESSERA_REDIS_FAULTS="lost_reply=P[,seed=N]"):
+  // with probability P a state-changing call is performed by the server,
+  // then its reply is thrown away and its connection closed, as if the
+  // network had lost it.
+  double lost_reply = 0;
+  uint64_t fault_seed = 0;
   // The URL with the password masked, for messages.
   std::string display;
 
@@ -64,30 +85,48 @@ class Client {
   static Result<std::unique_ptr<Client>> Connect(const Options& opts);
   ~Client();
 
-  // One request (one round trip). Errors: EIO when the server cannot be
-  // reached after the retries, or answers an error (out of memory, ...).
+  // One idempotent request (one round trip, more if retried). Errors: EIO
+  // when the server cannot be reached after the retries, or answers an
+  // error (out of memory, ...); EACCES when it refuses the credentials.
   Result<Reply> Command(const std::vector<std::string_view>& argv);
-  // Like Command for FCALL-style scripts: when the server has lost the
-  // functions (restarted without persistence), `reload` (one request that
-  // loads them) runs and the command is retried once.
-  Result<Reply> Call(const std::vector<std::string_view>& argv, const std::vector<std::string_view>& reload);
+  // FCALL of function `fn` with args. A mutating call carries an operation
+  // id as its two keys (see the header comment); others pass no keys. When
+  // the server has lost the functions (restarted without persistence),
+  // `reload` (one request that loads them) runs and the call is retried. A
+  // mutating call whose every try lost its connection is outcome-unknown EIO.
+  Result<Reply> Call(std::string_view fn, const std::vector<std::string_view>& args, bool mutating,
+                     const std::vector<std::string_view>& reload);
 
   uint64_t requests() const { return requests_.load(std::memory_order_relaxed); }
   const Options& options() const { return opts_; }
 
  private:
-  explicit Client(Options opts) : opts_(std::move(opts)) {}
-  Result<redisContext*> Acquire(bool* fresh);
-  void Release(redisContext* c, bool broken);
-  Result<redisContext*> Dial();
-  Result<Reply> Send(redisContext* c, const std::vector<std::string_view>& argv);
+  struct Conn;
+  explicit Client(Options opts);
+  Result<Conn*> Acquire(bool* fresh);
+  void Release(Conn* c, bool broken);
+  Result<Conn*> Dial();
+  void Close(Conn* c);
+  Result<Reply> Send(Conn* c, const std::vector<std::string_view>& argv);
+  // Sends argv under the retry policy. op (mutating calls): its id is taken
+  // from the first connection used, argv[3] and argv[4] then point to it.
+  Result<Reply> Run(std::vector<std::string_view> argv, bool mutating);
+  bool LoseReply();
+  void Watch();
 
   const Options opts_;
+  const std::string conn_prefix_;  // "o<random hex>.": this client's connection keys
   std::mutex mu_;
   std::condition_variable cv_;
-  std::vector<redisContext*> idle_;  // guarded by mu_
-  size_t open_ = 0;                  // guarded by mu_: connections in existence
+  std::vector<Conn*> idle_;  // guarded by mu_
+  std::vector<Conn*> all_;   // guarded by mu_: every open connection (for Watch)
+  size_t open_ = 0;          // guarded by mu_: connections in existence or being dialled
+  uint64_t next_conn_ = 0;   // guarded by mu_
+  bool stop_ = false;        // guarded by mu_
+  std::condition_variable stop_cv_;
   std::atomic<uint64_t> requests_{0};
+  std::atomic<uint64_t> faults_drawn_{0};
+  std::thread watcher_;  // last: started after everything above
 };
 
 }  // namespace tessera::meta::redis

@@ -21,9 +21,14 @@
 --   delslices                 zset of "<id>_<size>": slices whose objects must go
 --   sessions / heartbeat      hash sid -> JSON / zset sid -> unix seconds
 --   ss<sid> / sl<sid>         sets: inodes unlinked while open / locked, per session
+--   o<client>.<n>             the last operation record of a connection (see `wrap`)
 --
 -- Calling convention: every function returns an array whose first element is
--- 0 on success followed by results, or an errno alone.
+-- 0 on success followed by results, or an errno alone. A function that
+-- changes state checks everything that can fail before its first write
+-- (Redis does not undo a function's writes when it fails midway). State-
+-- changing calls carry an operation id (`wrap`, at the end) so that a
+-- client may resend them safely.
 
 local EPERM, ENOENT, EIO, E2BIG, EAGAIN, EACCES, EEXIST = 1, 2, 5, 7, 11, 13, 17
 local ENODEV, ENOTDIR, EISDIR, EINVAL, EFBIG, ENOSPC = 19, 20, 21, 22, 27, 28
@@ -34,6 +39,7 @@ local S_ISUID, S_ISGID, S_ISVTX, S_IXGRP = 2048, 1024, 512, 8
 local R_OK, W_OK, X_OK = 4, 2, 1
 local ROOT = 1
 local CHUNK = 67108864
+local MAX_FILE = 1125899906842624 -- 2^50, kMaxFileSize
 local ATTR = '<BI4I4I4I4I4I8I8i8I4i8I4i8I4'
 local SLICE = '>I4I8I4I4I4'
 local FALLOC_KEEP_SIZE, FALLOC_PUNCH_HOLE, FALLOC_ZERO_RANGE = 1, 2, 16
@@ -603,11 +609,15 @@ local function fallocate(args)
   if not is_file(a) then fail(ENODEV) end
   local e = off + len
   local zeroing = band(mode, FALLOC_PUNCH_HOLE + FALLOC_ZERO_RANGE) ~= 0
+  local grows = band(mode, FALLOC_KEEP_SIZE) == 0 and e > a.length
+  local delta = grows and align4k(e) - align4k(a.length) or 0
+  -- Everything that can fail, before any write: space (capacity is
+  -- FallocateSpace, never 0 here), then the largest file.
+  check_space(capacity, delta)
+  if e > MAX_FILE then fail(EFBIG) end
   if zeroing then append_hole(ino, off, math.min(e, a.length)) end
   local changed = zeroing
-  if band(mode, FALLOC_KEEP_SIZE) == 0 and e > a.length then
-    local delta = align4k(e) - align4k(a.length)
-    check_space(capacity, delta)
+  if grows then
     incr('usedSpace', delta)
     a.length = e
     changed = true
@@ -877,19 +887,41 @@ local function reclaim(args)
   return { 0, finished, redis.call('ZCARD', 'delinodes') }
 end
 
-local function wrap(fn)
-  return function(_, args)
+-- Operation records (redis_client.h): a state-changing call comes with two
+-- keys, its connection's record key and its sequence number there. If the
+-- record already holds that sequence number, the call was performed before
+-- (its reply was lost and this is the client's retry): the recorded reply is
+-- the answer and nothing runs again. Otherwise the function runs and its
+-- reply, an errno included, is recorded. A record outlives its connection
+-- by OP_TTL_MS at most (a client retries for seconds, not hours).
+local OP_TTL_MS = 3600000
+
+local function wrap(fn, readonly)
+  return function(keys, args)
+    local opkey, seq
+    if not readonly then
+      opkey, seq = keys[1], keys[2]
+      if not opkey or not seq then return redis.error_reply('ERR tessera: a state-changing call needs an operation id') end
+      local prev = redis.call('GET', opkey)
+      if prev then
+        local rec = cmsgpack.unpack(prev)
+        if rec[1] == seq then return rec[2] end
+      end
+    end
     local ok, res = pcall(fn, args)
-    if ok then return res end
-    if type(res) == 'table' and res.tessera_errno then return { res.tessera_errno } end
-    error(res)
+    if not ok then
+      if type(res) ~= 'table' or not res.tessera_errno then error(res) end
+      res = { res.tessera_errno }
+    end
+    if not readonly then redis.call('SET', opkey, cmsgpack.pack({ seq, res }), 'PX', OP_TTL_MS) end
+    return res
   end
 end
 
 local function register(name, fn, readonly)
   redis.register_function({
     function_name = 'tessera_' .. name,
-    callback = wrap(fn),
+    callback = wrap(fn, readonly),
     flags = readonly and { 'no-writes' } or {},
   })
 end

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <deque>
 #include <map>
+#include <set>
 
 #include "common/log.h"
 #include "meta/encoding.h"
@@ -120,11 +121,13 @@ Result<redis::Reply> RedisMeta::Cmd(Op op, const std::vector<std::string_view>& 
 }
 
 Result<redis::Reply> RedisMeta::Fcall(Op op, const char* fn, const std::vector<std::string_view>& args) {
-  std::string name = std::string("tessera_") + fn;
-  std::vector<std::string_view> argv = {"FCALL", name, "0"};
-  argv.insert(argv.end(), args.begin(), args.end());
+  // Functions registered with no-writes (redis_functions.lua); every other
+  // one changes state and is sent with an operation id (redis_client.h).
+  static const std::set<std::string_view> kReadOnly = {"lookup", "readdir", "getxattr", "listxattr", "getlk"};
+  const std::string name = std::string("tessera_") + fn;
   requests_[op].fetch_add(1, std::memory_order_relaxed);
-  ASSIGN_OR_RETURN(redis::Reply r, client_->Call(argv, {"FUNCTION", "LOAD", "REPLACE", kLibrary}));
+  ASSIGN_OR_RETURN(redis::Reply r,
+                   client_->Call(name, args, kReadOnly.count(fn) == 0, {"FUNCTION", "LOAD", "REPLACE", kLibrary}));
   if (!r.is_array() || r.size() == 0) return Status::Err(EIO, "redis: malformed reply from " + name);
   if (int64_t err = r.at(0).integer(); err != 0) return Status::Err(int(err));
   return r;
@@ -311,7 +314,7 @@ Status RedisMeta::Truncate(const Context& ctx, Ino ino, uint64_t length, bool ch
 Status RedisMeta::Fallocate(const Context& ctx, Ino ino, int mode, uint64_t off, uint64_t len, Attr* out) {
   RETURN_IF_ERROR(CheckFallocateArgs(mode, off, len));
   Args a;
-  a.Ctx(ctx).Time(Now()).Num(ino).Num(uint64_t(mode)).Num(off).Num(len).Num(format_.capacity);
+  a.Ctx(ctx).Time(Now()).Num(ino).Num(uint64_t(mode)).Num(off).Num(len).Num(FallocateSpace(format_));
   ASSIGN_OR_RETURN(auto r, Fcall(kOpFallocate, "fallocate", a.views()));
   return DecodeAttr(r.at(1).str(), out);
 }
@@ -425,6 +428,14 @@ Status RedisMeta::Read(Ino ino, uint32_t chunk_index, std::vector<Slice>* slices
   }
   if (r.at(1).nil()) return Status::Err(ENOENT);  // no such inode, not just no data
   slices->clear();
+  return Status::OK();
+}
+
+Status RedisMeta::ListChunks(Ino ino, uint32_t from, uint32_t limit, std::vector<uint32_t>* out) {
+  out->clear();
+  ASSIGN_OR_RETURN(auto r, Cmd(kOpRead, {"ZRANGEBYSCORE", Key('k', ino), std::to_string(from), "+inf", "LIMIT", "0",
+                                         std::to_string(limit)}));
+  for (size_t i = 0; i < r.size(); ++i) out->push_back(uint32_t(ParseU64(r.at(i).str())));
   return Status::OK();
 }
 

@@ -162,12 +162,12 @@ auto FaultStore::Run(Op op, bool is_write, const std::string& what, Fn&& call) -
       return call();
     case Fault::kError:
       sleep(d.delay_ms);
-      return Status::Err(EIO, "injected error: " + what);
+      return Status::Err(ECONNREFUSED, "injected error: " + what);
     case Fault::kLostReply: {
       sleep(d.delay_ms);
       auto result = call();
       (void)result;
-      return Status::Err(EIO, "injected lost reply: " + what);
+      return Status::Unknown(ETIMEDOUT, "injected lost reply: " + what);
     }
     case Fault::kDrop:
       sleep(d.delay_ms / 2);
@@ -175,7 +175,7 @@ auto FaultStore::Run(Op op, bool is_write, const std::string& what, Fn&& call) -
         auto result = call();
         (void)result;
       }
-      return Status::Err(EIO, "injected dropped connection: " + what);
+      return Status::Err(ECONNRESET, "injected dropped connection: " + what);
   }
   return call();
 }

@@ -7,20 +7,22 @@
 //   seed=N        decisions are a pure function of (seed, request number);
 //                 without it a random seed is drawn (shown by Describe(), so a
 //                 failing run can be repeated)
-//   error=P       the request fails with EIO before reaching the store
-//   lost_reply=P  the request is performed, then EIO is returned: "it worked
-//                 but the reply was lost" (a Put stored the object, a Delete
-//                 removed it; for reads the result is thrown away)
-//   drop=P        the connection drops mid-way: EIO after half the delay;
-//                 reads have been performed, writes have not (a PUT cut off
-//                 mid-body stores nothing)
+//   error=P       the request fails before reaching the store (ECONNREFUSED)
+//   lost_reply=P  the request is performed, then the reply is lost: "it
+//                 worked but nobody knows" (ETIMEDOUT, outcome unknown; a Put
+//                 stored the object, a Delete removed it; for reads the
+//                 result is thrown away)
+//   drop=P        the connection drops mid-way (ECONNRESET after half the
+//                 delay); reads have been performed, writes have not (a PUT
+//                 cut off mid-body stores nothing)
 //   delay_ms=A-B  sleep a uniform A..B ms (or exactly A for "delay_ms=A")
 //                 before the request
 //   delay=P       probability of that delay (default 1)
 //   ops=put+get+head+delete+list+create
 //                 the operations faults apply to (default all but create)
 // At most one of error, lost_reply and drop happens to a request (their sum
-// must be <= 1). Injected errors are EIO with a message starting "injected".
+// must be <= 1). Injected errors are transient (Status::transient(), so the
+// RetryStore above retries them) with a message starting "injected".
 //
 // object::Open wraps a store in a FaultStore when StoreOptions::faults, or
 // else the environment variable TESSERA_OBJECT_FAULTS, is a non-empty spec

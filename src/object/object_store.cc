@@ -45,7 +45,6 @@ Result<std::unique_ptr<ObjectStore>> OpenS3(const StoreOptions& opts) {
   cfg.connect_timeout_sec = opts.connect_timeout_sec;
   cfg.get_timeout_sec = opts.get_timeout_sec;
   cfg.put_timeout_sec = opts.put_timeout_sec;
-  cfg.io_retries = opts.io_retries;
   cfg.ca_bundle = FromEnv({"AWS_CA_BUNDLE"});
   return std::unique_ptr<ObjectStore>(new S3Store(std::move(cfg)));
 }
@@ -76,10 +75,17 @@ Result<std::unique_ptr<ObjectStore>> Open(const StoreOptions& opts) {
     store = std::unique_ptr<ObjectStore>(new FaultStore(std::move(store), spec));
     LOG_WARN("object store {}: injecting faults", store->Describe());
   }
-  // S3Store retries transient failures itself (--io-retries); a second layer
-  // would multiply the time to give up on an unreachable endpoint.
-  if (opts.attempts <= 1 || (opts.storage == "s3" && !injecting)) return store;
-  return std::unique_ptr<ObjectStore>(new RetryStore(std::move(store), opts.attempts, 20));
+  // The one place object requests are retried (common/retry.h). S3: io_retries
+  // after the first attempt, pauses from 100 ms up to 10 s (a server asking to
+  // slow down needs time); other stores: `attempts` tries, quick pauses.
+  RetryPolicy policy;
+  if (opts.storage == "s3") {
+    policy = RetryPolicy{opts.io_retries + 1, std::chrono::milliseconds(100), std::chrono::milliseconds(10000)};
+  } else {
+    policy = RetryPolicy{opts.attempts, std::chrono::milliseconds(20), std::chrono::milliseconds(2000)};
+  }
+  if (policy.attempts <= 1) return store;
+  return std::unique_ptr<ObjectStore>(new RetryStore(std::move(store), policy));
 }
 
 }  // namespace tessera::object

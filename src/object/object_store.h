@@ -71,10 +71,9 @@ struct StoreOptions {
   // empty: the environment variable TESSERA_OBJECT_FAULTS, if set; "off":
   // none, whatever the environment says.
   std::string faults{};
-  // Tries of a request failing with a transient error (EIO, timeouts) before
-  // the error reaches the caller (a RetryStore wraps the store; 1 = no
-  // wrapper). Not for plain s3, which retries itself (io_retries), only when
-  // faults are injected.
+  // Tries of a request failing with a transient error (timeouts, dropped
+  // connections) before EIO reaches the caller (a RetryStore wraps the store;
+  // 1 = no wrapper). s3 uses io_retries + 1 instead.
   int attempts = 10;
 };
 

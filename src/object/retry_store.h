@@ -1,25 +1,27 @@
 // RetryStore: an ObjectStore wrapper that retries requests failing with a
-// transient error (EIO, ETIMEDOUT, ECONNRESET, EAGAIN, EBUSY) a bounded number
-// of times with exponential backoff and jitter. Not-found, permission and
+// transient error (Status::transient(): timeouts, dropped connections, 5xx
+// and 429 answers of S3, ...) under the one retry policy (common/retry.h);
+// after the last try such an error becomes EIO. Not-found, permission and
 // argument errors are answers, returned at once. Every store operation is
 // idempotent (a Put replaces the whole object, deleting a missing object is
 // not an error), so a retry after a lost reply is safe.
 //
 // object::Open puts it on top of every store (above a FaultStore, so the
-// file system is tested against the faults that survive a backend's own
-// retries). Thread-safe if the inner store is.
+// file system is tested against the faults that survive the retries): it is
+// the only place object requests are retried. Thread-safe if the inner
+// store is.
 #pragma once
 
 #include <memory>
 
+#include "common/retry.h"
 #include "object/object_store.h"
 
 namespace tessera::object {
 
 class RetryStore final : public ObjectStore {
  public:
-  // attempts: how many times a request is tried in all (>= 1).
-  RetryStore(std::unique_ptr<ObjectStore> inner, int attempts, int base_delay_ms);
+  RetryStore(std::unique_ptr<ObjectStore> inner, RetryPolicy policy);
 
   std::string Describe() const override { return inner_->Describe(); }
   Status Create() override;
@@ -30,16 +32,15 @@ class RetryStore final : public ObjectStore {
   Status List(const std::string& prefix, const std::string& start_after, size_t limit, std::vector<ObjectInfo>* out,
               bool* more) override;
 
-  // Whether a failure with this code is worth another attempt.
-  static bool Transient(int code);
+  const RetryPolicy& policy() const { return policy_; }
+  ObjectStore* inner() const { return inner_.get(); }
 
  private:
   template <typename Fn>
-  auto Retry(const char* what, const std::string& key, Fn&& fn) -> decltype(fn());
+  auto Do(const char* what, const std::string& key, Fn&& fn) -> decltype(fn());
 
   const std::unique_ptr<ObjectStore> inner_;
-  const int attempts_;
-  const int base_delay_ms_;
+  const RetryPolicy policy_;
 };
 
 }  // namespace tessera::object

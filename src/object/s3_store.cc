@@ -367,7 +367,8 @@ Status S3Store::Attempt(void* curl, const Call& c, const std::string& payload_ha
   curl_slist_free_all(headers);
   if (rc != CURLE_OK) {
     std::string detail = errbuf[0] ? errbuf : curl_easy_strerror(rc);
-    return Status::Err(RetryableCurlError(rc) ? EAGAIN : EIO, fmt::format("{} {}", cfg_.endpoint.HostHeader(), detail));
+    const int code = rc == CURLE_OPERATION_TIMEDOUT ? ETIMEDOUT : RetryableCurlError(rc) ? ECONNRESET : EIO;
+    return Status::Err(code, fmt::format("{} {}", cfg_.endpoint.HostHeader(), detail));
   }
   curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &resp->status);
   curl_off_t length = -1;
@@ -379,38 +380,23 @@ Status S3Store::Attempt(void* curl, const Call& c, const std::string& payload_ha
 }
 
 Result<S3Store::Response> S3Store::Do(const Call& c) {
-  thread_local std::mt19937_64 rng{std::random_device{}()};
   void* curl = TakeHandle();
   if (!curl) return Status::Err(ENOMEM, "curl_easy_init failed");
   Response resp;
-  Status last;
   const std::string payload_hash = c.method == "PUT" ? sigv4::Sha256Hex(c.body) : sigv4::kEmptySha256;
-  const int attempts = std::max(0, cfg_.io_retries) + 1;
-  for (int i = 0; i < attempts; ++i) {
-    if (i > 0) {
-      int64_t cap = std::min<int64_t>(cfg_.retry_max_ms, int64_t(cfg_.retry_base_ms) << std::min(i - 1, 20));
-      int64_t ms = std::uniform_int_distribution<int64_t>(cap / 2, std::max<int64_t>(cap, 0))(rng);
-      LOG_WARN("s3 {} on {}: {}; retry {}/{} in {} ms", c.What(), Describe(), last.message(), i, attempts - 1, ms);
-      std::this_thread::sleep_for(std::chrono::milliseconds(ms));
-    }
-    last = Attempt(curl, c, payload_hash, &resp);
-    if (!last.ok()) {
-      if (last.code() != EAGAIN) break;
-      continue;
-    }
+  Status st = Attempt(curl, c, payload_hash, &resp);
+  if (st.ok()) {
     const bool retry = resp.status >= 500 || resp.status == 429 || resp.code == "SlowDown" ||
                        resp.code == "RequestTimeout" || resp.code == "InternalError";
     if (!retry) {
       GiveHandle(curl);
       return resp;
     }
-    last = Status::Err(EAGAIN, fmt::format("HTTP {} {}", resp.status, resp.code));
+    st = Status::Err(EAGAIN, fmt::format("HTTP {} {}", resp.status, resp.code));
   }
   // A handle that just failed may hold a broken connection: drop it.
   curl_easy_cleanup(curl);
-  if (last.ok()) return resp;
-  return Status::Err(EIO, fmt::format("s3 {} on {}: {} (gave up after {} attempt(s))", c.What(), Describe(),
-                                      last.message(), attempts));
+  return st.With(fmt::format("s3 {} on {}", c.What(), Describe()));
 }
 
 namespace {

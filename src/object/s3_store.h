@@ -25,14 +25,15 @@
 //   any other 4xx to an unsigned request (no
 //     credentials configured)                       EACCES, saying so
 //   other 4xx                                       EINVAL (400) or EIO
-//   5xx, 429, SlowDown, RequestTimeout, timeouts,
-//     refused/dropped connections                   retried; EIO once the
-//                                                   retries are used up
-// Retries: at most io_retries after the first attempt, sleeping
-// retry_base_ms * 2^n (capped at retry_max_ms) with full jitter in between; a
-// 4xx other than 429/RequestTimeout is never retried. Every attempt is bounded
-// by connect_timeout_sec and get/put_timeout_sec, so a dead endpoint costs at
-// most about (io_retries + 1) * timeout + the backoff sum, never a hang.
+//   5xx, 429, SlowDown, RequestTimeout              EAGAIN (transient)
+//   timeouts                                        ETIMEDOUT (transient)
+//   refused/dropped connections                     ECONNRESET (transient)
+// Each call is one HTTP attempt: object::Open wraps the store in a RetryStore
+// (the one retry policy, common/retry.h), which retries the transient errors
+// io_retries times and then reports EIO; a 4xx other than 429/RequestTimeout
+// is never retried. Every attempt is bounded by connect_timeout_sec and
+// get/put_timeout_sec, so a dead endpoint costs at most about
+// (io_retries + 1) * timeout + the backoff sum, never a hang.
 //
 // Thread-safe: the configuration is immutable after construction; requests
 // take a CURL easy handle from a pool (guarded by mu_) and give it back, so
@@ -80,9 +81,6 @@ struct S3Config {
   int connect_timeout_sec = 10;
   int get_timeout_sec = 60;  // whole request: GET, HEAD, DELETE, LIST
   int put_timeout_sec = 60;  // whole request: PUT object, PUT bucket
-  int io_retries = 10;       // retries after the first attempt
-  int retry_base_ms = 100;
-  int retry_max_ms = 10000;
   std::string ca_bundle;     // CA certificates file for https ("": system default)
 };
 
@@ -114,9 +112,9 @@ class S3Store final : public ObjectStore {
   struct Response;
 
  private:
-  // Sends c, retrying as the header comment says. Returns the final HTTP
-  // response whatever its status (the caller maps it), or EIO when no
-  // response came back after the retries.
+  // Sends c once. Returns the HTTP response whatever its status (the caller
+  // maps it), or a transient error (see the header comment) when no usable
+  // response came back.
   Result<Response> Do(const Call& c);
   // One attempt; a non-OK Status is a transport failure (curl error).
   Status Attempt(void* curl, const Call& c, const std::string& payload_hash, Response* resp);

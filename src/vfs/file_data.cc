@@ -9,7 +9,6 @@
 #include <thread>
 
 #include "common/log.h"
-#include "object/retry_store.h"
 #include "vfs/compactor.h"
 
 namespace tessera::vfs {
@@ -19,7 +18,6 @@ using chunk::Slice;
 
 namespace {
 constexpr size_t kMaxFrozenSlices = 1024;       // uncommitted slices of one file before it commits
-constexpr int kUploadAttempts = 5;
 // Writeback: a chunk is compacted once no commit touched it for kCompactQuiet,
 // or kCompactMaxDefer after it first asked (bounds its slice list).
 constexpr auto kCompactQuiet = std::chrono::seconds(3);
@@ -58,23 +56,39 @@ void DataPath::Upload(uint64_t id, uint32_t index, std::string_view data, std::f
     inflight_++;
   }
   pool_.Submit([this, id, index, data, done = std::move(done)] {
-    Status st;
-    for (int attempt = 0; attempt < kUploadAttempts; ++attempt) {
-      // Writeback: staged on the local disk and uploaded in the background.
-      st = store_->writeback() ? store_->StageBlock(id, index, data) : store_->UploadBlock(id, index, data);
-      if (st.ok()) break;
-      LOG_WARN("upload of block {} of slice {} failed (attempt {}): {}", index, id, attempt + 1, st.ToString());
-      // A refusal (EACCES, EINVAL, ENOSPC, ...) will not change by waiting:
-      // report it now rather than after seconds of retries.
-      if (!object::RetryStore::Transient(st.code())) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(50 << attempt));
-    }
+    // Transient failures were retried below (object::RetryStore); what comes
+    // back is the answer. Writeback: staged on the local disk and uploaded in
+    // the background.
+    Status st = store_->writeback() ? store_->StageBlock(id, index, data) : store_->UploadBlock(id, index, data);
+    if (!st.ok()) LOG_WARN("upload of block {} of slice {} failed: {}", index, id, st.ToString());
     done(st);
     {
       std::lock_guard<std::mutex> g(mu_);
       inflight_--;
     }
     cv_.notify_all();
+  });
+}
+
+void DataPath::InvalidateKernelCache(meta::Ino ino, bool sync) {
+  auto run = [this, ino] {
+    std::shared_lock<std::shared_mutex> g(invalidator_mu_);
+    if (invalidator_) invalidator_(ino);
+  };
+  if (sync) run();
+  else notifier_.Submit(run);
+}
+
+void DataPath::DeleteAbandoned(std::vector<std::pair<uint64_t, uint32_t>> slices) {
+  if (slices.empty()) return;
+  deleter_.Submit([this, slices = std::move(slices)] {
+    for (const auto& [id, size] : slices) {
+      Status st = store_->DeleteSlice(id, size);
+      if (!st.ok()) {
+        abandoned_leaks_.fetch_add(1, std::memory_order_relaxed);
+        LOG_WARN("cannot delete the objects of uncommitted slice {} (tessera gc will): {}", id, st.ToString());
+      }
+    }
   });
 }
 
@@ -141,7 +155,10 @@ void DataPath::Prefetch(uint64_t id, uint32_t index, uint32_t block_len) {
   }
   prefetcher_.Submit([this, id, index, block_len] {
     Status st = store_->Prefetch(id, index, block_len);
-    if (!st.ok()) LOG_DEBUG("read-ahead of block {} of slice {}: {}", index, id, st.ToString());
+    if (!st.ok()) {
+      prefetch_failures_.fetch_add(1, std::memory_order_relaxed);
+      LOG_DEBUG("read-ahead of block {} of slice {}: {}", index, id, st.ToString());
+    }
     std::lock_guard<std::mutex> g(mu_);
     prefetching_.erase({id, index});
   });
@@ -178,16 +195,10 @@ FileData::~FileData() {
   {
     std::lock_guard<std::mutex> g(mu_);
     FinishBatchLocked();  // never in flight after a commit; to be safe
+    // Whatever was never committed (the last handle's commit failed, or the
+    // mount stopped) is abandoned; its objects go.
+    if (!buffer_.empty() || !frozen_.empty()) DiscardLocked(Status::Err(EIO, "file closed with uncommitted writes"));
   }
-  // Whatever was never committed (a failed final commit) stops counting.
-  int64_t held = int64_t(buffer_.bytes());
-  for (auto& s : frozen_) {
-    std::unique_lock<std::mutex> lk(s->mu);
-    s->cv.wait(lk, [&] { return s->inflight == 0; });
-    for (auto& b : s->blocks)
-      if (b.state != FrozenSlice::State::kUploaded) held += int64_t(b.data.size());
-  }
-  dp_->Charge(-held);
 }
 
 Status FileData::Reopen() {
@@ -294,6 +305,7 @@ void FileData::FreezeLocked(uint32_t chunk, uint32_t pos, std::string data) {
 }
 
 Status FileData::Write(const meta::Context& ctx, uint64_t off, const char* data, size_t size) {
+  InvalidateOnDiscard invalidate(this, /*sync=*/false);
   if (dp_->buffered() > int64_t(dp_->buffer_limit()) && dp_->WaitForRoom()) {
     std::lock_guard<std::mutex> g(mu_);
     RETURN_IF_ERROR(CommitLocked(ctx));  // nothing is uploading: free memory by committing
@@ -330,6 +342,7 @@ Status FileData::Write(const meta::Context& ctx, uint64_t off, const char* data,
 }
 
 Status FileData::Commit(const meta::Context& ctx) {
+  InvalidateOnDiscard invalidate(this, /*sync=*/true);
   std::lock_guard<std::mutex> g(mu_);
   return CommitLocked(ctx);
 }
@@ -433,8 +446,19 @@ Status WaitUploaded(const std::vector<std::shared_ptr<FrozenSlice>>& slices) {
 }  // namespace
 
 Status FileData::CommitLocked(const meta::Context& ctx) {
-  FinishBatchLocked();  // commits stay in order; a failed batch's slices are retried here
+  FinishBatchLocked();  // commits stay in order
+  if (!unreported_.ok()) {  // a background commit failed; its writes are gone
+    Status st = std::move(unreported_);
+    unreported_ = Status();
+    return st;
+  }
   if (buffer_.empty() && frozen_.empty()) return Status::OK();
+  Status st = CommitPendingLocked(ctx);
+  if (!st.ok()) DiscardLocked(st);
+  return st;
+}
+
+Status FileData::CommitPendingLocked(const meta::Context& ctx) {
   RETURN_IF_ERROR(FreezeBufferLocked());
   if (dp_->store()->writeback()) StageClaimed(dp_, ino_, ClaimBuffered({frozen_.begin(), frozen_.end()}));
   for (const auto& s : frozen_) {
@@ -443,7 +467,7 @@ Status FileData::CommitLocked(const meta::Context& ctx) {
       std::lock_guard<std::mutex> g(s->mu);
       n = s->blocks.size();
     }
-    for (uint32_t i = 0; i < n; ++i) SubmitBlock(s, i);  // resubmits failed blocks too
+    for (uint32_t i = 0; i < n; ++i) SubmitBlock(s, i);  // resubmits blocks a failed staging left buffered
   }
   Status failed = WaitUploaded({frozen_.begin(), frozen_.end()});
   if (!failed.ok()) return failed.With("uploading data of inode " + std::to_string(ino_));
@@ -464,6 +488,31 @@ Status FileData::CommitLocked(const meta::Context& ctx) {
   for (size_t i = 0; i < counts.size() && threshold > 0; ++i)
     if (counts[i] >= threshold) dp_->ScheduleCompaction(ino_, writes[i].chunk_index);
   return Status::OK();
+}
+
+void FileData::DiscardLocked(const Status& why) {
+  if (batch_) FinishBatchLocked();  // a batch that did commit stays committed
+  int64_t held = int64_t(buffer_.bytes());
+  buffer_.TruncateTo(0);
+  std::vector<std::pair<uint64_t, uint32_t>> abandoned;
+  for (const auto& s : frozen_) {
+    std::unique_lock<std::mutex> lk(s->mu);
+    s->cv.wait(lk, [&] { return s->inflight == 0; });
+    bool uploaded = false;
+    for (const auto& b : s->blocks) {
+      if (b.state == FrozenSlice::State::kUploaded) uploaded = true;
+      else held += int64_t(b.data.size());
+    }
+    if (uploaded && !why.outcome_unknown()) abandoned.emplace_back(s->id, s->len);
+  }
+  const size_t slices = frozen_.size();
+  frozen_.clear();
+  dp_->Charge(-held);
+  views_.clear();
+  discarded_.store(true);
+  LOG_WARN("inode {}: {} pending slice(s) and {} buffered byte(s) discarded after a failed commit{}: {}", ino_, slices,
+           held, why.outcome_unknown() ? " (outcome unknown: their objects stay for gc)" : "", why.ToString());
+  dp_->DeleteAbandoned(std::move(abandoned));
 }
 
 Status FileData::StartBatchLocked(const meta::Context& ctx) {
@@ -509,9 +558,9 @@ void FileData::FinishBatchLocked() {
     std::unique_lock<std::mutex> lk(b->mu);
     b->cv.wait(lk, [&] { return b->done; });
   }
-  if (!b->status.ok()) {  // its slices stay frozen: the next commit takes them
-    LOG_WARN("inode {}: background commit of {} slice(s) failed, retrying with the next commit: {}", ino_, b->count,
-             b->status.ToString());
+  if (!b->status.ok()) {  // every pending write goes; the next Commit reports it
+    if (unreported_.ok()) unreported_ = b->status.With("background commit of inode " + std::to_string(ino_));
+    DiscardLocked(b->status);
     return;
   }
   frozen_.erase(frozen_.begin(), frozen_.begin() + ptrdiff_t(b->count));
@@ -529,6 +578,7 @@ void FileData::ReapBatchLocked() {
 }
 
 Status FileData::Truncate(const meta::Context& ctx, uint64_t size, bool check_perm, meta::Attr* out) {
+  InvalidateOnDiscard invalidate(this, /*sync=*/false);
   std::lock_guard<std::mutex> g(mu_);
   int64_t before = int64_t(buffer_.bytes());
   buffer_.TruncateTo(size);  // bytes past the new end never need uploading
@@ -541,6 +591,7 @@ Status FileData::Truncate(const meta::Context& ctx, uint64_t size, bool check_pe
 }
 
 Status FileData::Fallocate(const meta::Context& ctx, int mode, uint64_t off, uint64_t len) {
+  InvalidateOnDiscard invalidate(this, /*sync=*/false);
   std::lock_guard<std::mutex> g(mu_);
   RETURN_IF_ERROR(CommitLocked(ctx));
   meta::Attr attr;
@@ -581,7 +632,7 @@ Status FileData::ReadCommitted(uint64_t off, size_t size, char* buf,
   return Status::OK();
 }
 
-void FileData::OverlayLocked(uint64_t off, size_t size, char* buf) {
+Status FileData::OverlayLocked(uint64_t off, size_t size, char* buf) {
   const uint64_t end = off + size;
   const uint32_t bs = dp_->block_size();
   for (const auto& s : frozen_) {
@@ -597,12 +648,13 @@ void FileData::OverlayLocked(uint64_t off, size_t size, char* buf) {
       if (b.state != FrozenSlice::State::kUploaded) {
         std::memcpy(buf + (rs - off), b.data.data() + (rs - bstart), re - rs);
       } else {
-        Status st = dp_->store()->ReadSlice(s->id, s->len, uint32_t(rs - base), uint32_t(re - rs), buf + (rs - off));
-        if (!st.ok()) LOG_ERROR("reading uploaded block of pending slice {}: {}", s->id, st.ToString());
+        RETURN_IF_ERROR(dp_->store()->ReadSlice(s->id, s->len, uint32_t(rs - base), uint32_t(re - rs), buf + (rs - off))
+                            .With("reading pending slice " + std::to_string(s->id)));
       }
     }
   }
   buffer_.Overlay(off, size, buf);
+  return Status::OK();
 }
 
 Result<size_t> FileData::Read(uint64_t off, size_t size, char* buf) {
@@ -623,7 +675,9 @@ Result<size_t> FileData::Read(uint64_t off, size_t size, char* buf) {
     if (!pending) lk.unlock();  // committed data only: read objects without the lock
     Status st = ReadCommitted(off, size, buf, views);
     if (st.ok()) {
-      if (pending) OverlayLocked(off, size, buf);
+      // Pending bytes overlay the committed ones: a failure here is the
+      // read's failure, never bytes that are not the file's.
+      if (pending) RETURN_IF_ERROR(OverlayLocked(off, size, buf));
       return size;
     }
     // The view may be stale (another client overwrote and the old slices
@@ -674,6 +728,7 @@ void FileData::ReadAheadLocked(uint64_t off, size_t size, uint64_t length) {
 }
 
 Result<uint64_t> FileData::Lseek(const meta::Context& ctx, uint64_t off, int whence) {
+  InvalidateOnDiscard invalidate(this, /*sync=*/false);
   std::lock_guard<std::mutex> g(mu_);
   RETURN_IF_ERROR(CommitLocked(ctx));
   if (off >= length_) return Status::Err(ENXIO);
@@ -681,6 +736,16 @@ Result<uint64_t> FileData::Lseek(const meta::Context& ctx, uint64_t off, int whe
   uint64_t pos = off;
   while (pos < length_) {
     uint32_t chunk = uint32_t(pos / kChunkSize);
+    if (whence == SEEK_DATA) {  // chunks without a slice list are holes: skip them all at once
+      std::vector<uint32_t> next;
+      RETURN_IF_ERROR(dp_->meta()->ListChunks(ino_, chunk, 1, &next));
+      if (next.empty()) return Status::Err(ENXIO);
+      if (next[0] != chunk) {
+        chunk = next[0];
+        pos = uint64_t(chunk) * kChunkSize;
+        if (pos >= length_) return Status::Err(ENXIO);
+      }
+    }
     uint64_t base = uint64_t(chunk) * kChunkSize;
     uint64_t chunk_end = std::min<uint64_t>(length_, base + kChunkSize);
     std::vector<Slice>* view = nullptr;

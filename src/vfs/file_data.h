@@ -29,6 +29,7 @@
 #pragma once
 
 #include <chrono>
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -36,6 +37,7 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <shared_mutex>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -84,8 +86,28 @@ class DataPath {
   void set_max_readahead(uint64_t bytes) { max_readahead_ = bytes; }
   uint64_t max_readahead() const { return max_readahead_; }
 
+  // How to drop the kernel's cached pages and attributes of an inode (set
+  // by the FUSE adapter through Vfs; none in unit tests). Never called while
+  // holding a lock of ours: the kernel may wait for one of our replies
+  // before it lets the invalidation through. sync: in the caller's thread
+  // (flush/fsync, which hold no page of the file); else on a worker (a write
+  // holds the pages it is writing until we answer).
+  void set_invalidator(std::function<void(meta::Ino)> fn) {
+    std::unique_lock<std::shared_mutex> g(invalidator_mu_);
+    invalidator_ = std::move(fn);
+  }
+  void InvalidateKernelCache(meta::Ino ino, bool sync);
+
   // Runs a background commit (writeback) on a commit worker.
   void SubmitCommit(std::function<void()> job) { committer_.Submit(std::move(job)); }
+  // Deletes, in the background, the objects of slices (id, size) that were
+  // uploaded for writes that will never be committed. A failure leaves them
+  // to `tessera gc` and is counted (abandoned_leaks).
+  void DeleteAbandoned(std::vector<std::pair<uint64_t, uint32_t>> slices);
+  // Objects of abandoned writes that could not be deleted (left to gc), and
+  // read-aheads that failed (their reads fetch the data themselves).
+  uint64_t abandoned_leaks() const { return abandoned_leaks_.load(std::memory_order_relaxed); }
+  uint64_t prefetch_failures() const { return prefetch_failures_.load(std::memory_order_relaxed); }
   // Uploads a block in the background; `done` runs on a worker with the result.
   void Upload(uint64_t id, uint32_t index, std::string_view data, std::function<void(Status)> done);
 
@@ -113,7 +135,10 @@ class DataPath {
   uint64_t max_readahead_ = 0;      // set before use; 0 = off
   std::set<std::pair<uint64_t, uint32_t>> prefetching_;  // guarded by mu_
   TaskPool prefetcher_{4};
+  std::atomic<uint64_t> abandoned_leaks_{0}, prefetch_failures_{0};
   std::function<void(meta::Ino, uint32_t)> on_compacted_;
+  std::shared_mutex invalidator_mu_;  // held shared while invalidator_ runs
+  std::function<void(meta::Ino)> invalidator_;  // guarded by invalidator_mu_
   std::set<std::pair<meta::Ino, uint32_t>> compact_queued_;  // guarded by mu_
   // Writeback: chunks waiting to go quiet -> (first, last) request times.
   std::map<std::pair<meta::Ino, uint32_t>,
@@ -122,7 +147,9 @@ class DataPath {
   bool stopping_ = false;  // guarded by mu_
   std::condition_variable defer_cv_;  // stopping_ was set
   std::thread deferrer_;   // writeback only: runs DeferLoop
-  TaskPool compactor_{1};  // last three: their workers finish before the rest goes
+  TaskPool deleter_{1};
+  TaskPool notifier_{1};
+  TaskPool compactor_{1};  // last four: their workers finish before the rest goes
   TaskPool pool_;
   TaskPool committer_{2};  // background commits wait for uploads in pool_
 };
@@ -178,7 +205,11 @@ class FileData {
 
   Result<size_t> Read(uint64_t off, size_t size, char* buf);
   Status Write(const meta::Context& ctx, uint64_t off, const char* data, size_t size);
-  // Uploads everything pending and commits it in one transaction.
+  // Uploads everything pending and commits it in one transaction. If that
+  // fails, every pending write is discarded (see DiscardLocked) and the
+  // error returned: the caller must then invalidate the kernel's cache of
+  // the file (its pages and size show the discarded writes). An error of a
+  // background commit that no caller saw is returned by the next Commit.
   Status Commit(const meta::Context& ctx);
   Status Truncate(const meta::Context& ctx, uint64_t size, bool check_perm, meta::Attr* out);
   Status Fallocate(const meta::Context& ctx, int mode, uint64_t off, uint64_t len);
@@ -189,13 +220,23 @@ class FileData {
 
  private:
   Status CommitLocked(const meta::Context& ctx);
+  // Uploads (or stages) and commits buffer_ and frozen_; on failure they are
+  // left for DiscardLocked.
+  Status CommitPendingLocked(const meta::Context& ctx);
+  // After a failed commit: drops the buffer, the frozen slices and any
+  // background batch, reverting to what the engine holds. The objects those
+  // writes uploaded or staged are deleted (DataPath::DeleteAbandoned) unless
+  // the commit's outcome is unknown: the engine may reference them then, so
+  // they stay (gc deletes them if it does not).
+  void DiscardLocked(const Status& why);
   // Turns the buffer's ranges into frozen slices (after the existing ones).
   Status FreezeBufferLocked();
   // Writeback: freezes the buffer and commits every frozen slice in the
   // background (batch_): stage, sync, WriteSlices. Requires !batch_.
   Status StartBatchLocked(const meta::Context& ctx);
   // Waits for batch_ (if any) and applies it: its slices leave frozen_. A
-  // failed batch leaves them for the next commit.
+  // failed batch discards every pending write and leaves its error in
+  // unreported_.
   void FinishBatchLocked();
   // FinishBatchLocked if batch_ is done; never waits.
   void ReapBatchLocked();
@@ -207,18 +248,34 @@ class FileData {
   // Reads committed bytes of [off, off+size) given chunk views (zeros for holes).
   Status ReadCommitted(uint64_t off, size_t size, char* buf,
                        const std::vector<std::pair<uint32_t, std::vector<chunk::Slice>>>& views);
-  void OverlayLocked(uint64_t off, size_t size, char* buf);
+  Status OverlayLocked(uint64_t off, size_t size, char* buf);
   // Sequential readers: prefetch the blocks after [off, off+size).
   void ReadAheadLocked(uint64_t off, size_t size, uint64_t length);
 
+  // Invalidates the kernel's cache of the file, after mu_ is released, if a
+  // discard happened meanwhile (declared before the lock of a public method).
+  class InvalidateOnDiscard {
+   public:
+    InvalidateOnDiscard(FileData* f, bool sync) : f_(f), sync_(sync) {}
+    ~InvalidateOnDiscard() {
+      if (f_->discarded_.exchange(false)) f_->dp_->InvalidateKernelCache(f_->ino_, sync_);
+    }
+
+   private:
+    FileData* const f_;
+    const bool sync_;
+  };
+
   DataPath* const dp_;
   const meta::Ino ino_;
+  std::atomic<bool> discarded_{false};  // set by DiscardLocked, taken by InvalidateOnDiscard
 
   std::mutex mu_;
   uint64_t length_;                                     // guarded by mu_: length known to the engine
   WriteBuffer buffer_;                                  // guarded by mu_
   std::vector<std::shared_ptr<FrozenSlice>> frozen_;    // guarded by mu_: creation order
   std::shared_ptr<CommitBatch> batch_;                  // guarded by mu_: commits frozen_'s first slices
+  Status unreported_;  // guarded by mu_: a background commit's failure, for the next Commit to return
   meta::Timespec last_write_;                           // guarded by mu_
   std::unordered_map<uint32_t, std::vector<chunk::Slice>> views_;  // guarded by mu_
   uint64_t last_read_end_ = 0;   // guarded by mu_: where the previous read ended

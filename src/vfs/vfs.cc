@@ -291,16 +291,26 @@ Result<size_t> Vfs::Write(const Context& ctx, Handle* fh, uint64_t off, const ch
   return size;
 }
 
-Status Vfs::Flush(const Context& ctx, Handle* fh) {
-  if (!fh->file) return Status::OK();
-  return fh->file->Commit(ctx);
+Status Vfs::Flush(const Context& ctx, Handle* fh, uint64_t lock_owner) {
+  Status st = fh->file ? fh->file->Commit(ctx) : Status::OK();
+  Status lst = DropPosixLocks(ctx, fh->ino, lock_owner);
+  return st.ok() ? lst : st;
 }
 
-Status Vfs::Fsync(const Context& ctx, Handle* fh) { return Flush(ctx, fh); }
+Status Vfs::Fsync(const Context& ctx, Handle* fh) { return fh->file ? fh->file->Commit(ctx) : Status::OK(); }
 
 Status Vfs::Release(const Context& ctx, Handle* fh) {
   std::unique_ptr<Handle> h(fh);
   Status st;
+  std::vector<uint64_t> owners;
+  {
+    std::lock_guard<std::mutex> g(h->dir_mu);
+    owners.swap(h->lock_owners);
+  }
+  for (uint64_t owner : owners) {  // OFD locks live as long as their open file description
+    Status lst = DropPosixLocks(ctx, h->ino, owner);
+    if (!lst.ok()) LOG_WARN("inode {}: releasing the locks of a closed file: {}", h->ino, lst.ToString());
+  }
   if (h->file) {
     st = h->file->Commit(ctx);
     if (!st.ok()) LOG_ERROR("inode {}: data written but not committed at close: {}", h->ino, st.ToString());
@@ -464,9 +474,37 @@ Status Vfs::GetLk(const Context& ctx, Ino ino, uint64_t owner, meta::PosixLock* 
   return meta_->GetLk(ctx, ino, owner, lock);
 }
 
-Status Vfs::SetLk(const Context& ctx, Ino ino, uint64_t owner, const meta::PosixLock& lock, bool block,
+Status Vfs::SetLk(const Context& ctx, Handle* fh, uint64_t owner, const meta::PosixLock& lock, bool block,
                   const std::function<bool()>& interrupted) {
+  const Ino ino = fh->ino;
+  if (lock.type != meta::kUnlock) {  // recorded first: a close racing with the lock still drops it
+    {
+      std::lock_guard<std::mutex> g(locks_mu_);
+      auto& owners = lock_owners_[ino];
+      if (std::find(owners.begin(), owners.end(), owner) == owners.end()) owners.push_back(owner);
+    }
+    std::lock_guard<std::mutex> g(fh->dir_mu);
+    if (std::find(fh->lock_owners.begin(), fh->lock_owners.end(), owner) == fh->lock_owners.end())
+      fh->lock_owners.push_back(owner);
+  }
   return RetryLock(block, interrupted, [&] { return meta_->SetLk(ctx, ino, owner, lock); });
+}
+
+Status Vfs::DropPosixLocks(const Context& ctx, Ino ino, uint64_t owner) {
+  {
+    std::lock_guard<std::mutex> g(locks_mu_);
+    auto it = lock_owners_.find(ino);
+    if (it == lock_owners_.end()) return Status::OK();
+    auto o = std::find(it->second.begin(), it->second.end(), owner);
+    if (o == it->second.end()) return Status::OK();
+    it->second.erase(o);
+    if (it->second.empty()) lock_owners_.erase(it);
+  }
+  meta::PosixLock all;
+  all.type = meta::kUnlock;
+  all.start = 0;
+  all.end = UINT64_MAX;
+  return meta_->SetLk(ctx, ino, owner, all);
 }
 
 }  // namespace tessera::vfs

@@ -58,7 +58,7 @@ struct Config {
   // Background jobs.
   int cleanup_interval_ms = 1000;
   int heartbeat_interval_s = 10;
-  int session_timeout_s = 300;
+  int session_timeout_s = int(meta::kSessionTimeoutSec);
   std::string mount_point;
 };
 
@@ -80,6 +80,10 @@ struct Handle {
   bool dir_plus = false;             // guarded by dir_mu
   bool dir_more = false;             // guarded by dir_mu: entries follow the window
   bool listed = false;               // guarded by dir_mu
+  // Files: the lock owners that took POSIX locks through this handle (an
+  // open file description's own owner for OFD locks); their locks go at
+  // Release. Guarded by dir_mu.
+  std::vector<uint64_t> lock_owners;
 };
 
 class Vfs {
@@ -93,6 +97,10 @@ class Vfs {
   void Stop();
 
   const Config& config() const { return config_; }
+  // How to drop the kernel's cached pages and attributes of a file whose
+  // pending writes were discarded after a failed commit (the FUSE adapter
+  // sets it before serving; see DataPath::set_invalidator).
+  void SetCacheInvalidator(std::function<void(Ino)> fn) { data_->set_invalidator(std::move(fn)); }
   meta::Meta* meta() const { return meta_; }
 
   Status Lookup(const Context& ctx, Ino parent, const std::string& name, Ino* ino, Attr* attr);
@@ -125,7 +133,10 @@ class Vfs {
                 Handle** fh, Ino* ino, Attr* attr);
   Result<size_t> Read(const Context& ctx, Handle* fh, uint64_t off, size_t size, char* buf);
   Result<size_t> Write(const Context& ctx, Handle* fh, uint64_t off, const char* data, size_t size);
-  Status Flush(const Context& ctx, Handle* fh);
+  // A close(2) of a descriptor of fh by the process whose POSIX lock owner
+  // is lock_owner: commits, and releases that owner's POSIX locks on the
+  // file (closing any descriptor of a file drops the process's locks on it).
+  Status Flush(const Context& ctx, Handle* fh, uint64_t lock_owner);
   Status Fsync(const Context& ctx, Handle* fh);
   Status Release(const Context& ctx, Handle* fh);
   Status Fallocate(const Context& ctx, Handle* fh, int mode, uint64_t off, uint64_t len);
@@ -152,7 +163,9 @@ class Vfs {
   Status Flock(const Context& ctx, Ino ino, uint64_t owner, meta::LockType type, bool block,
                const std::function<bool()>& interrupted);
   Status GetLk(const Context& ctx, Ino ino, uint64_t owner, meta::PosixLock* lock);
-  Status SetLk(const Context& ctx, Ino ino, uint64_t owner, const meta::PosixLock& lock, bool block,
+  // fh: the handle the lock request came through (its Release drops the
+  // locks of owners that took one through it: OFD locks).
+  Status SetLk(const Context& ctx, Handle* fh, uint64_t owner, const meta::PosixLock& lock, bool block,
                const std::function<bool()>& interrupted);
 
  private:
@@ -180,6 +193,14 @@ class Vfs {
   // Records attr as what the kernel caches of ino; returns whether it
   // matches what was recorded before (the cached pages are still valid).
   bool Saw(Ino ino, const Attr& attr);
+
+  // POSIX locks: the owners holding (or having held) one per inode, so that
+  // a close drops them with one engine call, and costs none when the file
+  // was never locked (the common case).
+  std::mutex locks_mu_;
+  std::unordered_map<Ino, std::vector<uint64_t>> lock_owners_;  // guarded by locks_mu_
+  // Unlocks every POSIX lock of owner on ino if it may hold one.
+  Status DropPosixLocks(const Context& ctx, Ino ino, uint64_t owner);
 
   std::mutex bg_mu_;
   std::condition_variable bg_cv_;

@@ -3,7 +3,7 @@
 # chunk/block boundaries are crossed often).
 # Usage: run_e2e.sh TESSERA_BINARY E2E_BIN_DIR [SUITE...]
 # Suites: posix fsx compact concurrency persist build twomounts crash fsck
-#         faults sessions redis-restart writeback (default: the first nine).
+#         faults sessions redis-restart writeback fullbucket (default: the first nine).
 # The volume's engine and storage (the servers come from tests/tools/with-*.sh):
 #   TESSERA_E2E_META=sqlite (default) | redis ($TESSERA_TEST_REDIS_URL) | postgres ($TESSERA_TEST_PG_URL)
 #   TESSERA_E2E_STORAGE=file (default) | s3 ($TESSERA_TEST_S3_ENDPOINT, AWS_* credentials)
@@ -56,9 +56,10 @@ mkdir -p "$MNT"
 chmod 755 "$WORK"
 
 cleanup() {
-  for m in "$MNT" "$WORK/mnt2"; do
+  for m in "$MNT" "$WORK/mnt2" "$WORK/fullmnt"; do
     if mountpoint -q "$m"; then "$TESSERA" umount "$m" -f || umount -l "$m" || true; fi
   done
+  if mountpoint -q "$WORK/smallfs" 2>/dev/null; then umount -l "$WORK/smallfs" || true; fi
   if [ "${KEEP:-0}" != 1 ]; then rm -rf "$WORK"; fi
 }
 trap cleanup EXIT
@@ -376,6 +377,9 @@ PY
     ;;
   writeback)
     . "$(dirname "$0")/writeback_suite.sh"  # --writeback: staging, crash, recovery, umount --flush
+    ;;
+  fullbucket)
+    . "$(dirname "$0")/fullbucket_suite.sh"  # failed writes free their blocks and never read back
     ;;
   fsck)
     log "fsck after the workloads"

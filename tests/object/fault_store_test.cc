@@ -88,7 +88,8 @@ TEST(FaultStoreTest, ErrorRate) {
   for (int i = 0; i < kN; ++i) {
     Status st = s->Get("k", 0, -1).status();
     if (!st.ok()) {
-      EXPECT_EQ(st.code(), EIO);
+      EXPECT_EQ(st.code(), ECONNREFUSED);
+      EXPECT_TRUE(st.transient());
       EXPECT_TRUE(st.message().starts_with("injected error")) << st.message();
       ++failed;
     }
@@ -103,7 +104,7 @@ TEST(FaultStoreTest, ErrorRate) {
 TEST(FaultStoreTest, NoFaultsIsTransparent) {
   auto s = Make("seed=1");
   std::vector<int> codes = RunMix(s.get(), 400);
-  EXPECT_EQ(std::count(codes.begin(), codes.end(), EIO), 0);
+  for (int code : {EIO, ECONNREFUSED, ECONNRESET, ETIMEDOUT}) EXPECT_EQ(std::count(codes.begin(), codes.end(), code), 0);
   EXPECT_EQ(s->stats().requests, 400u);
 }
 
@@ -111,14 +112,15 @@ TEST(FaultStoreTest, LostReplyStillPerforms) {
   MemoryStore* mem = nullptr;
   auto s = Make("seed=3,lost_reply=1", &mem);
   Status st = s->Put("k", "stored anyway");
-  EXPECT_EQ(st.code(), EIO);
+  EXPECT_EQ(st.code(), ETIMEDOUT);
+  EXPECT_TRUE(st.outcome_unknown());
   EXPECT_TRUE(st.message().starts_with("injected lost reply")) << st.message();
   EXPECT_EQ(*mem->Get("k", 0, -1), "stored anyway");
-  EXPECT_EQ(s->Delete("k").code(), EIO);
+  EXPECT_EQ(s->Delete("k").code(), ETIMEDOUT);
   EXPECT_EQ(mem->Get("k", 0, -1).status().code(), ENOENT);
   std::vector<ObjectInfo> out;
   ASSERT_TRUE(mem->Put("a", "1").ok());
-  EXPECT_EQ(s->List("", "", 10, &out, nullptr).code(), EIO);
+  EXPECT_EQ(s->List("", "", 10, &out, nullptr).code(), ETIMEDOUT);
   EXPECT_TRUE(out.empty());
   EXPECT_EQ(s->stats().lost_replies, 3u);
 }
@@ -127,18 +129,19 @@ TEST(FaultStoreTest, DropDoesNotWrite) {
   MemoryStore* mem = nullptr;
   auto s = Make("seed=3,drop=1", &mem);
   Status st = s->Put("k", "v");
-  EXPECT_EQ(st.code(), EIO);
+  EXPECT_EQ(st.code(), ECONNRESET);
+  EXPECT_FALSE(st.outcome_unknown());
   EXPECT_TRUE(st.message().starts_with("injected dropped connection")) << st.message();
   EXPECT_EQ(mem->Get("k", 0, -1).status().code(), ENOENT);
   ASSERT_TRUE(mem->Put("k", "v").ok());
-  EXPECT_EQ(s->Delete("k").code(), EIO);
+  EXPECT_EQ(s->Delete("k").code(), ECONNRESET);
   EXPECT_TRUE(mem->Get("k", 0, -1).ok());
-  EXPECT_EQ(s->Get("k", 0, -1).status().code(), EIO);
+  EXPECT_EQ(s->Get("k", 0, -1).status().code(), ECONNRESET);
 }
 
 TEST(FaultStoreTest, OpsFilterAndCreate) {
   auto s = Make("seed=5,error=1,ops=put");
-  EXPECT_EQ(s->Put("k", "v").code(), EIO);
+  EXPECT_EQ(s->Put("k", "v").code(), ECONNREFUSED);
   EXPECT_EQ(s->Get("k", 0, -1).status().code(), ENOENT);  // reached the store
   EXPECT_TRUE(s->Create().ok());                    // create is not in ops
   auto all = Make("seed=5,error=1");
@@ -207,9 +210,10 @@ TEST(FaultStoreTest, RetryStoreRidesOverTransientFaults) {
     if (i % 2 == 0) EXPECT_EQ(h.status().code(), ENOENT) << i;
     else EXPECT_TRUE(h.ok()) << i;
   }
-  EXPECT_FALSE(RetryStore::Transient(ENOENT));
-  EXPECT_FALSE(RetryStore::Transient(EACCES));
-  EXPECT_TRUE(RetryStore::Transient(EIO));
+  EXPECT_FALSE(Status::Err(ENOENT).transient());
+  EXPECT_FALSE(Status::Err(EACCES).transient());
+  EXPECT_FALSE(Status::Err(ENOSPC).transient());
+  EXPECT_TRUE(Status::Err(ECONNRESET).transient());
 }
 
 }  // namespace

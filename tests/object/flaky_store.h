@@ -12,18 +12,25 @@
 
 namespace tessera::testing {
 
-// Puts fail with EIO while `blocked` and for the next `fail_next` attempts.
+// Puts fail with put_error (EIO by default) while `blocked` and for the next
+// `fail_next` attempts, or once the bucket holds put_room_bytes (a full
+// disk); gets fail with EIO while `gets_blocked`.
 class FlakyStore final : public object::ObjectStore {
  public:
   std::string Describe() const override { return "flaky+" + base_.Describe(); }
   Status Create() override { return Status::OK(); }
   Status Put(const std::string& key, std::string_view data) override {
     put_attempts.fetch_add(1);
-    if (blocked.load()) return Status::Err(EIO, "store unavailable");
-    if (fail_next.load() > 0 && fail_next.fetch_sub(1) > 0) return Status::Err(EIO, "injected put failure");
+    if (blocked.load()) return Status::Err(put_error.load(), "store unavailable");
+    if (fail_next.load() > 0 && fail_next.fetch_sub(1) > 0) return Status::Err(put_error.load(), "injected put failure");
+    if (put_room_bytes.load() >= 0 && Bytes() + int64_t(data.size()) > put_room_bytes.load())
+      return Status::Err(ENOSPC, "bucket full");
     return base_.Put(key, data);
   }
-  Result<std::string> Get(const std::string& key, int64_t off, int64_t len) override { return base_.Get(key, off, len); }
+  Result<std::string> Get(const std::string& key, int64_t off, int64_t len) override {
+    if (gets_blocked.load()) return Status::Err(EIO, "injected get failure");
+    return base_.Get(key, off, len);
+  }
   Status Delete(const std::string& key) override { return base_.Delete(key); }
   Result<object::ObjectInfo> Head(const std::string& key) override { return base_.Head(key); }
   Status List(const std::string& prefix, const std::string& start_after, size_t limit,
@@ -37,9 +44,20 @@ class FlakyStore final : public object::ObjectStore {
     return infos.size();
   }
 
+  int64_t Bytes() {
+    std::vector<object::ObjectInfo> infos;
+    EXPECT_TRUE(base_.List("", "", 1000000, &infos, nullptr).ok());
+    int64_t n = 0;
+    for (const auto& i : infos) n += i.size;
+    return n;
+  }
+
   std::atomic<bool> blocked{false};
+  std::atomic<int> put_error{EIO};
   std::atomic<int> fail_next{0};
   std::atomic<int> put_attempts{0};
+  std::atomic<int64_t> put_room_bytes{-1};  // < 0: no limit
+  std::atomic<bool> gets_blocked{false};
 
  private:
   object::MemoryStore base_{"flaky"};

@@ -20,6 +20,7 @@
 
 #include "fake_http_server.h"
 #include "object/fault_store.h"
+#include "object/retry_store.h"
 #include "object/s3_store.h"
 #include "object/sigv4.h"
 #include "s3_test_util.h"
@@ -57,6 +58,7 @@ double SecondsSince(Clock::time_point t) { return std::chrono::duration<double>(
 
 // The S3Store under a store from Open (which may wrap it in a FaultStore).
 S3Store* S3Of(ObjectStore* s) {
+  if (auto* r = dynamic_cast<RetryStore*>(s)) s = r->inner();
   if (auto* f = dynamic_cast<FaultStore*>(s)) s = f->inner();
   return dynamic_cast<S3Store*>(s);
 }

@@ -331,7 +331,7 @@ class FsxTest : public VfsTest {
       ASSERT_NO_FATAL_FAILURE(Verify(f, off > 100 ? off - 100 : 0, len + 200));
     } else if (op < 73) {
       Log(line.str() + "flush");
-      ASSERT_OK(vfs_->Flush(ctx_, fh));
+      ASSERT_OK(vfs_->Flush(ctx_, fh, 0));
       ASSERT_EQ(CommittedLength(f.ino), f.model.size());
     } else if (op < 78) {
       int i = int(rng_() % 2);
@@ -431,7 +431,7 @@ TEST_F(VfsTest, UnlinkedWhileOpenStaysReadableUntilRelease) {
   std::mt19937_64 rng(1);
   std::string data = RandomBytes(rng, 10 * kBlock + 123);
   ASSERT_NO_FATAL_FAILURE(Write(fh, 0, data));
-  ASSERT_OK(vfs_->Flush(ctx_, fh));
+  ASSERT_OK(vfs_->Flush(ctx_, fh, 0));
   ASSERT_FALSE(ObjectKeys().empty());
 
   ASSERT_OK(vfs_->Unlink(ctx_, kRootIno, "doomed"));
@@ -446,7 +446,7 @@ TEST_F(VfsTest, UnlinkedWhileOpenStaysReadableUntilRelease) {
   std::string more = RandomBytes(rng, 3 * kBlock);
   ASSERT_NO_FATAL_FAILURE(Write(fh, data.size(), more));
   EXPECT_EQ(Length(ino), data.size() + more.size());
-  ASSERT_OK(vfs_->Flush(ctx_, fh));
+  ASSERT_OK(vfs_->Flush(ctx_, fh, 0));
   EXPECT_EQ(Read(fh, 0, 1 << 20), data + more);
   ASSERT_FALSE(ObjectKeys().empty());
 
@@ -482,11 +482,11 @@ TEST_F(VfsTest, OverwrittenFileIsCleanedAfterUnlink) {
   ASSERT_NE(fh, nullptr);
   for (int i = 0; i < 4; ++i) {
     ASSERT_NO_FATAL_FAILURE(Write(fh, uint64_t(i) * 1000, std::string(3 * kBlock, char('a' + i))));
-    ASSERT_OK(vfs_->Flush(ctx_, fh));
+    ASSERT_OK(vfs_->Flush(ctx_, fh, 0));
   }
   ASSERT_NO_FATAL_FAILURE(Write(fh, kChunkSize - 10, std::string(100, 'z')));
   ASSERT_NO_FATAL_FAILURE(Write(fh, 2 * kChunkSize + 5, std::string(100, 'y')));
-  ASSERT_OK(vfs_->Flush(ctx_, fh));
+  ASSERT_OK(vfs_->Flush(ctx_, fh, 0));
   Attr out;
   ASSERT_OK(vfs_->SetAttr(ctx_, ino, fh, 0, Attr{}, true, kChunkSize + 50, &out));
   Release(fh);
@@ -709,7 +709,7 @@ TEST_F(VfsTest, PendingWritesVisibleToGetAttrAndRead) {
 
   // Overwrite part of the pending range, commit, overwrite again (pending over committed).
   ASSERT_NO_FATAL_FAILURE(Write(fh, 12000, "XYZ"));
-  ASSERT_OK(vfs_->Flush(ctx_, fh));
+  ASSERT_OK(vfs_->Flush(ctx_, fh, 0));
   EXPECT_EQ(CommittedLength(ino), 15000u);
   ASSERT_NO_FATAL_FAILURE(Write(fh, 12001, "q"));
   EXPECT_EQ(Read(other, 11999, 5), "wXqZw");
@@ -763,7 +763,7 @@ TEST_F(VfsTest, SequentialWritesUploadFullBlocksBeforeCommit) {
   EXPECT_EQ(ObjectKeys().size(), 7u);
   EXPECT_EQ(CommittedLength(ino), 0u);
   EXPECT_EQ(Read(fh, 0, 1 << 20), data);  // uploaded blocks + buffered tail
-  ASSERT_OK(vfs_->Flush(ctx_, fh));
+  ASSERT_OK(vfs_->Flush(ctx_, fh, 0));
   EXPECT_EQ(CommittedLength(ino), data.size());
   EXPECT_EQ(ObjectKeys().size(), 8u);  // one slice: 7 full blocks + the tail
   EXPECT_EQ(Read(fh, 0, 1 << 20), data);
@@ -782,7 +782,7 @@ TEST_F(VfsTest, CopyFileRangeAcrossStepsAndChunks) {
   const uint64_t src_off = kChunkSize - (3 << 20);
   std::string data = RandomBytes(rng, (9 << 20) + 77);
   ASSERT_NO_FATAL_FAILURE(Write(src, src_off, data.substr(0, 5 << 20)));
-  ASSERT_OK(vfs_->Flush(ctx_, src));
+  ASSERT_OK(vfs_->Flush(ctx_, src, 0));
   ASSERT_NO_FATAL_FAILURE(Write(src, src_off + (5 << 20), data.substr(5 << 20)));  // the rest pending
   const uint64_t dst_off = kChunkSize - (1 << 20) - 3;
   auto r = vfs_->CopyFileRange(ctx_, src, src_off, dst, dst_off, data.size() + 4096);  // stops at EOF
@@ -790,7 +790,7 @@ TEST_F(VfsTest, CopyFileRangeAcrossStepsAndChunks) {
   EXPECT_EQ(*r, data.size());
   EXPECT_EQ(Length(dst_ino), dst_off + data.size());
   EXPECT_TRUE(Read(dst, dst_off, data.size()) == data);
-  ASSERT_OK(vfs_->Flush(ctx_, dst));
+  ASSERT_OK(vfs_->Flush(ctx_, dst, 0));
   EXPECT_TRUE(Read(dst, dst_off, data.size()) == data);
   EXPECT_EQ(Read(dst, dst_off - 10, 10), std::string(10, '\0'));
 
@@ -882,14 +882,14 @@ TEST_F(VfsTest, ConcurrentWritersOnDifferentFiles) {
         if (!w.ok() || *w != data.size()) ++failures;
         if (off + data.size() > model.size()) model.resize(off + data.size(), '\0');
         model.replace(off, data.size(), data);
-        if (rng() % 10 == 0 && !vfs_->Flush(ctx_, fh).ok()) ++failures;
+        if (rng() % 10 == 0 && !vfs_->Flush(ctx_, fh, 0).ok()) ++failures;
         if (rng() % 10 == 0) {
           std::string buf(model.size() + 10, '\xee');
           auto r = vfs_->Read(ctx_, fh, 0, buf.size(), buf.data());
           if (!r.ok() || *r != model.size() || buf.compare(0, model.size(), model) != 0) ++failures;
         }
       }
-      if (!vfs_->Flush(ctx_, fh).ok()) ++failures;
+      if (!vfs_->Flush(ctx_, fh, 0).ok()) ++failures;
       if (!vfs_->Release(ctx_, fh).ok()) ++failures;
     });
   }
@@ -932,7 +932,7 @@ TEST_F(VfsTest, ConcurrentReadersAndWriterOnOneFile) {
         std::string data(kBlock, char(p + 1));
         auto w = vfs_->Write(ctx_, wfh, uint64_t(b) * kBlock, data.data(), data.size());
         if (!w.ok()) fail("write: " + w.status().ToString());
-        if (b % 17 == 0 && !vfs_->Flush(ctx_, wfh).ok()) fail("flush");
+        if (b % 17 == 0 && !vfs_->Flush(ctx_, wfh, 0).ok()) fail("flush");
       }
     }
     done = true;
@@ -984,7 +984,7 @@ TEST_F(VfsTest, ConcurrentReadersAndWriterOnOneFile) {
   for (auto& th : readers) th.join();
   for (const auto& e : errors) ADD_FAILURE() << e;
   ASSERT_EQ(failures.load(), 0);
-  ASSERT_OK(vfs_->Flush(ctx_, wfh));
+  ASSERT_OK(vfs_->Flush(ctx_, wfh, 0));
   EXPECT_EQ(CommittedLength(ino), uint64_t(kBlocks) * kBlock);
   EXPECT_TRUE(Read(wfh, 0, kBlocks * kBlock + 1) == std::string(kBlocks * kBlock, char(kPasses)));
   Release(wfh);
@@ -1038,7 +1038,7 @@ TEST_F(VfsTest, ConcurrentMixedOperationsOnOneFile) {
             check(vfs_->Fallocate(ctx_, fh, rng() % 2 ? 0 : FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off, len));
             break;
           case 5:
-            check(vfs_->Flush(ctx_, fh));
+            check(vfs_->Flush(ctx_, fh, 0));
             break;
           case 6: {
             auto r = vfs_->Lseek(ctx_, fh, off, rng() % 2 ? SEEK_DATA : SEEK_HOLE);

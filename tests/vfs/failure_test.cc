@@ -1,0 +1,229 @@
+// Failure paths of the VFS data path, each a regression test of a bug where
+// a failure became wrong data or deleted referenced data:
+//   - a read of pending (uploaded, uncommitted) data whose block cannot be
+//     read is EIO, never bytes that are not the file's;
+//   - a commit that fails for certain discards the pending writes, deletes
+//     the blocks they uploaded, and the file reads as committed;
+//   - a commit whose outcome is unknown (reply lost) deletes nothing: the
+//     file may reference the blocks;
+//   - the same for compaction: replacement objects of a compaction whose
+//     commit outcome is unknown are kept.
+// The engine is KvMeta (memory) behind a FaultMeta; the store a FlakyStore.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "../object/flaky_store.h"
+#include "meta/fault_meta.h"
+#include "vfs/compactor.h"
+#include "vfs/vfs.h"
+
+namespace tessera::vfs {
+namespace {
+
+constexpr uint32_t kBlock = 4096;
+using meta::FaultMeta;
+using tessera::testing::FlakyStore;
+
+std::string Bytes(std::mt19937_64& rng, size_t n) {
+  std::string s(n, '\0');
+  for (auto& c : s) c = char(1 + rng() % 255);
+  return s;
+}
+
+class VfsFailureTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto m = meta::Open("memory://");
+    ASSERT_TRUE(m.ok());
+    auto fm = std::make_unique<FaultMeta>(std::move(*m), FaultMeta::Spec{});
+    faults_ = fm.get();
+    meta_ = std::move(fm);
+    meta::Format format;
+    format.name = "test";
+    format.block_size = kBlock;
+    ASSERT_TRUE(meta_->Init(format, false).ok());
+    // No memory cache: reads of uploaded blocks go to the store.
+    chunks_ = std::make_unique<chunk::ChunkStore>(&objects_, chunk::StoreConfig{.block_size = kBlock,
+                                                                                 .mem_cache_bytes = 0});
+    Config c;
+    c.cleanup_interval_ms = 10;
+    c.compact_threshold = 0;  // compaction only when a test runs it
+    vfs_ = std::make_unique<Vfs>(meta_.get(), chunks_.get(), c);
+    ASSERT_TRUE(vfs_->Start().ok());
+  }
+  void TearDown() override { vfs_.reset(); }
+
+  Handle* Create(const std::string& name, meta::Ino* ino) {
+    Handle* fh = nullptr;
+    meta::Attr attr;
+    Status st = vfs_->Create(ctx_, meta::kRootIno, name, 0644, 022, O_RDWR | O_CREAT, &fh, ino, &attr);
+    EXPECT_TRUE(st.ok()) << st.ToString();
+    return fh;
+  }
+  Handle* Open(meta::Ino ino) {
+    Handle* fh = nullptr;
+    meta::Attr attr;
+    Status st = vfs_->Open(ctx_, ino, O_RDWR, &fh, &attr);
+    EXPECT_TRUE(st.ok()) << st.ToString();
+    return fh;
+  }
+  Status Write(Handle* fh, uint64_t off, const std::string& data) {
+    auto r = vfs_->Write(ctx_, fh, off, data.data(), data.size());
+    return r.ok() ? Status::OK() : r.status();
+  }
+  std::string Read(meta::Ino ino, size_t size) {
+    Handle* fh = Open(ino);
+    if (!fh) return "<open failed>";
+    std::string buf(size + 10, '\xee');
+    auto r = vfs_->Read(ctx_, fh, 0, buf.size(), buf.data());
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    buf.resize(r.ok() ? *r : 0);
+    EXPECT_TRUE(vfs_->Release(ctx_, fh).ok());
+    return buf;
+  }
+  // Waits (bounded) until the store holds no more than `objects` objects.
+  size_t WaitForObjects(size_t objects) {
+    for (int i = 0; i < 200 && objects_.Count() > objects; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    return objects_.Count();
+  }
+
+  meta::Context ctx_ = meta::Context::Root();
+  FaultMeta* faults_ = nullptr;
+  std::unique_ptr<meta::Meta> meta_;
+  FlakyStore objects_;
+  std::unique_ptr<chunk::ChunkStore> chunks_;
+  std::unique_ptr<Vfs> vfs_;
+};
+
+// Item 1: the overlay of pending slices used to log a failed block read and
+// return success with whatever the buffer held.
+TEST_F(VfsFailureTest, UnreadablePendingBlockIsEIONotWrongBytes) {
+  std::mt19937_64 rng(1);
+  meta::Ino ino = 0;
+  Handle* fh = Create("pending", &ino);
+  ASSERT_NE(fh, nullptr);
+  const std::string data = Bytes(rng, 8 * kBlock);
+  ASSERT_TRUE(Write(fh, 0, data).ok());  // full blocks are cut and uploaded, not committed
+  for (int i = 0; i < 200 && objects_.Count() < 8; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_GE(objects_.Count(), 8u) << "the blocks were not uploaded before the commit";
+  objects_.gets_blocked = true;
+  std::string buf(data.size(), '\0');
+  auto r = vfs_->Read(ctx_, fh, 0, buf.size(), buf.data());
+  ASSERT_FALSE(r.ok()) << "a read whose pending block could not be fetched returned " << *r << " bytes";
+  EXPECT_EQ(r.status().code(), EIO) << r.status().ToString();
+  objects_.gets_blocked = false;
+  r = vfs_->Read(ctx_, fh, 0, buf.size(), buf.data());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(buf, data);
+  EXPECT_TRUE(vfs_->Release(ctx_, fh).ok());
+}
+
+// Item 5: a failed commit (the bucket full) used to leave its uploaded blocks
+// in the bucket for ever.
+TEST_F(VfsFailureTest, FailedCommitDeletesItsBlocksAndReadsAsCommitted) {
+  std::mt19937_64 rng(2);
+  meta::Ino ino = 0;
+  Handle* fh = Create("full", &ino);
+  ASSERT_NE(fh, nullptr);
+  const std::string committed = Bytes(rng, 3 * kBlock);
+  ASSERT_TRUE(Write(fh, 0, committed).ok());
+  ASSERT_TRUE(vfs_->Fsync(ctx_, fh).ok());
+  const size_t before = objects_.Count();
+  objects_.put_room_bytes = objects_.Bytes() + 5 * kBlock;  // room for 5 of the 12 blocks below
+  Status st = Write(fh, 3 * kBlock, Bytes(rng, 12 * kBlock));
+  if (st.ok()) st = vfs_->Flush(ctx_, fh, 0);
+  ASSERT_FALSE(st.ok()) << "a commit into a full bucket succeeded";
+  EXPECT_EQ(st.code(), ENOSPC) << st.ToString();
+  EXPECT_EQ(WaitForObjects(before), before) << "the failed write's blocks stayed in the bucket";
+  meta::Attr attr;
+  ASSERT_TRUE(vfs_->GetAttr(ctx_, ino, &attr).ok());
+  EXPECT_EQ(attr.length, committed.size()) << "the size shows discarded writes";
+  std::string buf(20 * kBlock, '\0');
+  auto r = vfs_->Read(ctx_, fh, 0, buf.size(), buf.data());
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(buf.substr(0, *r), committed);
+  EXPECT_TRUE(vfs_->Flush(ctx_, fh, 0).ok()) << "the error is reported once";
+  objects_.put_room_bytes = -1;
+  const std::string later = Bytes(rng, 2 * kBlock);
+  ASSERT_TRUE(Write(fh, 3 * kBlock, later).ok());
+  EXPECT_TRUE(vfs_->Release(ctx_, fh).ok());
+  EXPECT_EQ(Read(ino, 5 * kBlock), committed + later);
+}
+
+// Item 2 for the write path: a commit whose reply was lost may have landed;
+// its blocks must stay (the file may read them now).
+TEST_F(VfsFailureTest, CommitWithUnknownOutcomeKeepsItsBlocks) {
+  std::mt19937_64 rng(3);
+  meta::Ino ino = 0;
+  Handle* fh = Create("unknown", &ino);
+  ASSERT_NE(fh, nullptr);
+  const std::string data = Bytes(rng, 6 * kBlock);
+  ASSERT_TRUE(Write(fh, 0, data).ok());
+  faults_->FailNext(FaultMeta::kWrite, FaultMeta::Fault::kLostReply);
+  Status st = vfs_->Flush(ctx_, fh, 0);
+  ASSERT_FALSE(st.ok());
+  EXPECT_TRUE(st.outcome_unknown()) << st.ToString();
+  EXPECT_EQ(st.code(), EIO);
+  EXPECT_TRUE(vfs_->Release(ctx_, fh).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // a background deletion would be done by now
+  EXPECT_EQ(Read(ino, data.size()), data) << "the commit landed, but its blocks were deleted";
+}
+
+// Item 2: the compactor deleted its replacement objects on any failure of
+// the swap, also when the swap had been committed and only the reply lost.
+TEST_F(VfsFailureTest, CompactionWithUnknownOutcomeKeepsTheReplacement) {
+  std::mt19937_64 rng(4);
+  meta::Ino ino = 0;
+  Handle* fh = Create("compacted", &ino);
+  ASSERT_NE(fh, nullptr);
+  std::string model(10 * kBlock, '\0');
+  for (int i = 0; i < 12; ++i) {  // a fragmented chunk: many small committed slices
+    const uint64_t off = (rng() % 9) * kBlock + rng() % 100;
+    const std::string piece = Bytes(rng, 700);
+    model.replace(off, piece.size(), piece);
+    ASSERT_TRUE(Write(fh, off, piece).ok());
+    ASSERT_TRUE(vfs_->Fsync(ctx_, fh).ok());
+  }
+  EXPECT_TRUE(vfs_->Release(ctx_, fh).ok());
+  meta::Attr attr;
+  ASSERT_TRUE(vfs_->GetAttr(ctx_, ino, &attr).ok());
+  model.resize(attr.length);
+  faults_->FailNext(FaultMeta::kCompact, FaultMeta::Fault::kLostReply);
+  CompactResult result;
+  Status st = CompactChunk(meta_.get(), chunks_.get(), ino, 0, 2, &result);
+  ASSERT_FALSE(st.ok());
+  EXPECT_TRUE(st.outcome_unknown()) << st.ToString();
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // background cleanup of the replaced slices
+  EXPECT_EQ(Read(ino, model.size()), model) << "the compaction landed, but its replacement objects were deleted";
+}
+
+// A compaction that certainly failed removes its replacement objects.
+TEST_F(VfsFailureTest, CompactionThatFailedDeletesTheReplacement) {
+  std::mt19937_64 rng(5);
+  meta::Ino ino = 0;
+  Handle* fh = Create("compact-fail", &ino);
+  ASSERT_NE(fh, nullptr);
+  for (int i = 0; i < 6; ++i) {
+    ASSERT_TRUE(Write(fh, (rng() % 4) * kBlock, Bytes(rng, 500)).ok());
+    ASSERT_TRUE(vfs_->Fsync(ctx_, fh).ok());
+  }
+  EXPECT_TRUE(vfs_->Release(ctx_, fh).ok());
+  const size_t before = objects_.Count();
+  faults_->FailNext(FaultMeta::kCompact, FaultMeta::Fault::kError);
+  CompactResult result;
+  Status st = CompactChunk(meta_.get(), chunks_.get(), ino, 0, 2, &result);
+  ASSERT_FALSE(st.ok());
+  EXPECT_FALSE(st.outcome_unknown());
+  EXPECT_EQ(objects_.Count(), before) << "a failed compaction left its replacement objects";
+}
+
+}  // namespace
+}  // namespace tessera::vfs
