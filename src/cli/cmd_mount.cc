@@ -1,6 +1,7 @@
 // mount and umount.
 #include <dirent.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -36,6 +37,19 @@ namespace {
 
 constexpr long kFuseSuperMagic = 0x65735546;
 constexpr double kMaxCacheTimeout = 365 * 86400;
+
+std::string AbsolutePath(const std::string& path) {
+  if (path.empty() || path[0] == '/') return path;
+  char cwd[PATH_MAX];
+  return getcwd(cwd, sizeof(cwd)) ? std::string(cwd) + "/" + path : path;
+}
+
+// sqlite3://relative/path made absolute (other URLs are not paths).
+std::string AbsoluteLocalUrl(const std::string& url) {
+  const std::string prefix = "sqlite3://";
+  if (url.rfind(prefix, 0) != 0) return url;
+  return prefix + AbsolutePath(url.substr(prefix.size()));
+}
 
 std::string DeadMountMessage(const std::string& mp) {
   return fmt::format("{} is a dead mount: its client exited without unmounting (Transport endpoint is not "
@@ -241,6 +255,8 @@ int Serve(const MountOptions& o, const std::string& mount_point, const std::func
   cfg.prefetch = o.prefetch > 0;
   cfg.enable_cap = o.enable_cap;
   cfg.mount_point = mount_point;
+  cfg.session_timeout_s = o.session_timeout;
+  cfg.heartbeat_interval_s = std::clamp(o.session_timeout / 5, 1, 10);
   vfs::Vfs vfs(vol->meta.get(), &chunks, cfg);
   Status st = vfs.Start();
   if (!st.ok()) {
@@ -351,14 +367,21 @@ int Mount(const MountOptions& o) {
     });
   }
 
+  // The client runs from "/": a daemon must not keep the caller's current
+  // directory busy (inside another mount, that one could not be unmounted).
+  // So relative paths are resolved first.
+  MountOptions daemon = o;
+  daemon.meta_url = AbsoluteLocalUrl(o.meta_url);
+  if (!daemon.cache_dir.empty() && daemon.cache_dir != "none") daemon.cache_dir = AbsolutePath(daemon.cache_dir);
   int fds[2];
   if (pipe(fds) != 0) return Fail(fmt::format("pipe: {}", strerror(errno)));
-  std::string log_file = o.log_file.empty() ? DefaultLogFile() : o.log_file;
+  std::string log_file = AbsolutePath(o.log_file.empty() ? DefaultLogFile() : o.log_file);
   pid_t pid = fork();
   if (pid < 0) return Fail(fmt::format("fork: {}", strerror(errno)));
   if (pid == 0) {
     close(fds[0]);
     setsid();
+    if (chdir("/") != 0) _exit(1);
     int null_fd = open("/dev/null", O_RDWR);
     int log_fd = open(log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
     if (null_fd >= 0) dup2(null_fd, STDIN_FILENO);
@@ -370,7 +393,7 @@ int Mount(const MountOptions& o) {
       dup2(out_fd, STDERR_FILENO);
     }
     bool reported = false;
-    int rc = Serve(o, mp, [&](const Status& s) {
+    int rc = Serve(daemon, mp, [&](const Status& s) {
       if (reported) return;
       reported = true;
       std::string msg = s.ok() ? "OK" : s.ToString();

@@ -67,6 +67,7 @@ struct MountOptions {
   bool enable_xattr = false;  // extended attributes (off: ENOTSUP, and no kernel xattr request per write)
   bool enable_cap = false;  // store security.capability (the kernel asks for it before every write)
   bool nonempty = false;    // mount over a directory that has entries (hidden while mounted)
+  int session_timeout = 300;  // seconds without a heartbeat before other clients clean a session
 };
 int Mount(const MountOptions& o);
 

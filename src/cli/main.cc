@@ -109,6 +109,11 @@ int main(int argc, char** argv) {
                     "other FUSE mount options, comma separated (those of libfuse's low-level API and of "
                     "mount(8): ro, noatime, nodev, nosuid, max_read=N, fsname=NAME, ...)")
       ->delimiter(',');
+  mount->add_option("--session-timeout", mo.session_timeout,
+                    "seconds a client may be cut off from the metadata engine before other clients clean its session "
+                    "(its locks go; when it comes back its open files fail and its unwritten data is dropped; use "
+                    "the same value on every client)")
+      ->capture_default_str()->check(CLI::Range(10, 86400));
   mount->add_flag("--nonempty", mo.nonempty, "mount over a directory that is not empty (its entries are hidden)");
 
   std::string umount_point;

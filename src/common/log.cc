@@ -21,8 +21,8 @@ void SetLogLevel(LogLevel level) { g_level = int(level); }
 bool LogEnabled(LogLevel level) { return int(level) >= g_level.load(std::memory_order_relaxed); }
 
 bool SetLogFile(const std::string& path) {
-  FILE* f = std::fopen(path.c_str(), "a");
-  if (!f) return false;
+  FILE* f = nullptr;
+  if (!path.empty() && !(f = std::fopen(path.c_str(), "a"))) return false;
   std::lock_guard<std::mutex> g(g_mu);
   if (g_out) std::fclose(g_out);
   g_out = f;

@@ -13,7 +13,8 @@ enum class LogLevel { kDebug = 0, kInfo = 1, kWarn = 2, kError = 3 };
 
 void SetLogLevel(LogLevel level);
 bool LogEnabled(LogLevel level);
-// Appends to path instead of stderr; returns false if it cannot be opened.
+// Appends to path instead of stderr ("" = back to stderr); returns false if
+// it cannot be opened.
 bool SetLogFile(const std::string& path);
 void LogLine(LogLevel level, std::string_view msg);
 

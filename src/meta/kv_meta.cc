@@ -248,16 +248,32 @@ Status KvMeta::NewSession(const SessionInfo& in) {
   });
 }
 
+namespace {
+// A session that other clients cleaned (its client was cut off longer than
+// the session timeout) may not write: what it held was taken over.
+Status LiveSessionTx(kv::Txn& tx, uint64_t sid) {
+  if (sid == 0) return Status::OK();
+  auto s = tx.Get(SessionKey(sid));
+  if (s.ok()) return Status::OK();
+  if (!s.status().not_found()) return s.status();
+  return Status::Err(ESTALE, "session " + std::to_string(sid) + " expired (other clients cleaned it)");
+}
+}  // namespace
+
 Status KvMeta::Heartbeat() {
-  if (sid_ == 0) return Status::OK();
-  return engine_->Run([&](kv::Txn& tx) { return tx.Put(HeartbeatKey(sid_), EncodeI64(Now().sec)); });
+  const uint64_t sid = sid_;
+  if (sid == 0) return Status::OK();
+  return engine_->Run([&](kv::Txn& tx) {
+    RETURN_IF_ERROR(LiveSessionTx(tx, sid));
+    return tx.Put(HeartbeatKey(sid), EncodeI64(Now().sec));
+  });
 }
 
 Status KvMeta::CloseSession() {
   if (sid_ == 0) return Status::OK();
   (void)releases_.Flush();
   refs_.Clear();
-  Status st = engine_->Run([&](kv::Txn& tx) { return CleanSessionTx(tx, sid_); });
+  Status st = engine_->Run([&](kv::Txn& tx) { return CleanSessionTx(tx, sid_.load()); });
   if (st.ok()) sid_ = 0;
   return st;
 }
@@ -974,7 +990,9 @@ Status KvMeta::WriteSlices(const Context& ctx, Ino ino, const std::vector<SliceW
                            Attr* out, std::vector<uint32_t>* slice_counts) {
   for (const auto& w : slices)
     if (uint64_t(w.slice.pos) + w.slice.len > kChunkSize) return Status::Err(EINVAL, "slice crosses a chunk boundary");
+  const uint64_t sid = sid_;
   return engine_->Run([&](kv::Txn& tx) {
+    RETURN_IF_ERROR(LiveSessionTx(tx, sid));
     Attr attr;
     RETURN_IF_ERROR(GetAttrTx(tx, ino, &attr));
     if (!attr.IsFile()) return Status::Err(EPERM);

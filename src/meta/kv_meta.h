@@ -16,6 +16,7 @@
 // All integers in keys are big-endian so scans run in numeric order.
 #pragma once
 
+#include <atomic>
 #include <memory>
 
 #include "kv/kv.h"
@@ -104,7 +105,9 @@ class KvMeta final : public Meta {
   IdPool slice_ids_;
   RefTable refs_;  // opens + kernel lookups; unlinked-while-referenced inodes
 
-  uint64_t sid_ = 0;  // set once by NewSession before any file operation
+  // This client's session (0: none); set by NewSession, again if the
+  // session expired and the client starts a new one.
+  std::atomic<uint64_t> sid_{0};
   Format format_;     // set by Init/Load before use
 
   ReleaseQueue releases_{[this](const std::vector<Ino>& inodes) { return ReleaseSustained(inodes); }};  // last: goes first

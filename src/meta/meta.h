@@ -138,7 +138,13 @@ class Meta {
   virtual Status StatFS(const Context& ctx, StatFs* out) = 0;
 
   // ---- sessions (one per mount) ----
+  // Starts this client's session (again after it expired: the old one's
+  // records were cleaned by another client).
   virtual Status NewSession(const SessionInfo& info) = 0;
+  // ESTALE when the session no longer exists: other clients cleaned it
+  // after the session timeout (this client was cut off); WriteSlices then
+  // refuses with ESTALE too, so a client coming back cannot write over what
+  // others wrote meanwhile. The caller starts a new session.
   virtual Status Heartbeat() = 0;
   virtual Status CloseSession() = 0;
   virtual Result<std::vector<SessionInfo>> ListSessions() = 0;

@@ -194,6 +194,17 @@ Result<std::unique_ptr<Client>> Client::Connect(const Options& opts) {
   // At startup an unreachable server is the answer (EIO, at once): a mount
   // against a wrong address must not hang in retries.
   if (!c.ok()) return c.status().transient() ? Status::Err(EIO, c.status().message()) : c.status();
+  // One PING checks what the first real request would find out less clearly
+  // (a server needing a password rejects a big unauthenticated request with
+  // a protocol error).
+  auto pong = client->Send(*c, {"PING"});
+  if (!pong.ok()) {
+    std::lock_guard<std::mutex> g(client->mu_);
+    client->all_.clear();
+    client->open_ = 0;
+    client->Close(*c);
+    return pong.status().transient() ? Status::Err(EIO, pong.status().message()) : pong.status();
+  }
   {
     std::lock_guard<std::mutex> g(client->mu_);
     client->idle_.push_back(*c);

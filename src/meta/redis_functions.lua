@@ -32,7 +32,7 @@
 
 local EPERM, ENOENT, EIO, E2BIG, EAGAIN, EACCES, EEXIST = 1, 2, 5, 7, 11, 13, 17
 local ENODEV, ENOTDIR, EISDIR, EINVAL, EFBIG, ENOSPC = 19, 20, 21, 22, 27, 28
-local ENOTEMPTY, ENODATA, EOPNOTSUPP = 39, 61, 95
+local ENOTEMPTY, ENODATA, EOPNOTSUPP, ESTALE = 39, 61, 95, 116
 
 local S_IFMT, S_IFDIR, S_IFREG, S_IFLNK = 61440, 16384, 32768, 40960
 local S_ISUID, S_ISGID, S_ISVTX, S_IXGRP = 2048, 1024, 512, 8
@@ -630,13 +630,20 @@ end
 
 -- ---------------------------------------------------------------- data
 
--- args: ino, mtime sec, nsec, capacity, then (chunk index, slice records)*.
+-- A session that other clients cleaned (its client was cut off longer than
+-- the session timeout) may not write: what it holds was taken over.
+local function live_session(sid)
+  if sid ~= '0' and redis.call('HEXISTS', 'sessions', sid) == 0 then fail(ESTALE) end
+end
+
+-- args: ino, mtime sec, nsec, capacity, sid, then (chunk index, slice records)*.
 local function write(args)
   local ino, mtime, capacity = tonumber(args[1]), now_of(args, 2), tonumber(args[4])
+  live_session(args[5])
   local a = must_attr(ino)
   if not is_file(a) then fail(EPERM) end
   local e = a.length
-  for i = 5, #args, 2 do
+  for i = 6, #args, 2 do
     local base = tonumber(args[i]) * CHUNK
     local recs = args[i + 1]
     for p = 1, #recs - 23, 24 do
@@ -651,7 +658,7 @@ local function write(args)
     a.length = e
   end
   local counts = {}
-  for i = 5, #args, 2 do counts[#counts + 1] = append_slices(ino, tonumber(args[i]), args[i + 1]) end
+  for i = 6, #args, 2 do counts[#counts + 1] = append_slices(ino, tonumber(args[i]), args[i + 1]) end
   set_mtime(a, mtime)
   local raw = encode_attr(a)
   redis.call('SET', key('i', ino), raw)
@@ -845,6 +852,15 @@ local function release(args)
   return { 0, deleted }
 end
 
+-- The session's heartbeat; ESTALE when the session is gone (cleaned by
+-- another client after a timeout): the caller must start a new one.
+local function heartbeat(args)
+  local sid, now = args[1], args[2]
+  live_session(sid)
+  redis.call('ZADD', 'heartbeat', now, sid)
+  return { 0 }
+end
+
 -- Removes a session: its sustained inodes are released, its locks dropped.
 local function clean_session(args)
   local sid = args[1]
@@ -947,4 +963,5 @@ register('getlk', getlk, true)
 register('setlk', setlk)
 register('release', release)
 register('clean_session', clean_session)
+register('heartbeat', heartbeat)
 register('reclaim', reclaim)

@@ -148,7 +148,7 @@ Status RedisMeta::Released(int64_t ino) {
 }
 
 Status RedisMeta::ReleaseNow(Ino ino) {
-  return Fcall(kOpRelease, "release", Args().Str(sid_).Num(ino).views()).status();
+  return Fcall(kOpRelease, "release", Args().Num(sid_.load()).Num(ino).views()).status();
 }
 
 // ---------------------------------------------------------------- volume
@@ -198,20 +198,20 @@ Status RedisMeta::NewSession(const SessionInfo& in) {
   std::string id = std::to_string(sid);
   RETURN_IF_ERROR(Cmd(kOpSession, {"HSET", "sessions", id, EncodeSession(info)}).status());
   RETURN_IF_ERROR(Cmd(kOpSession, {"ZADD", "heartbeat", std::to_string(info.heartbeat), id}).status());
-  sid_ = id;
+  sid_ = uint64_t(sid);
   return Status::OK();
 }
 
 Status RedisMeta::Heartbeat() {
-  if (sid_ == "0") return Status::OK();
-  return Cmd(kOpSession, {"ZADD", "heartbeat", std::to_string(Now().sec), sid_}).status();
+  if (sid_ == 0) return Status::OK();
+  return Fcall(kOpSession, "heartbeat", Args().Num(sid_.load()).Own(std::to_string(Now().sec)).views()).status();
 }
 
 Status RedisMeta::CloseSession() {
-  if (sid_ == "0") return Status::OK();
+  if (sid_ == 0) return Status::OK();
   refs_.Clear();
-  RETURN_IF_ERROR(Fcall(kOpSession, "clean_session", {sid_}).status());
-  sid_ = "0";
+  RETURN_IF_ERROR(Fcall(kOpSession, "clean_session", Args().Num(sid_.load()).views()).status());
+  sid_ = 0;
   return Status::OK();
 }
 
@@ -238,7 +238,7 @@ Result<int> RedisMeta::CleanStaleSessions(int64_t timeout_sec) {
   int64_t now = Now().sec;
   int cleaned = 0;
   for (const auto& s : sessions) {
-    if (std::to_string(s.sid) == sid_ || !SessionDead(s, now, timeout_sec)) continue;
+    if (s.sid == sid_ || !SessionDead(s, now, timeout_sec)) continue;
     RETURN_IF_ERROR(Fcall(kOpSession, "clean_session", Args().Num(s.sid).views()).status());
     ++cleaned;
   }
@@ -336,7 +336,7 @@ Status RedisMeta::Mknod(const Context& ctx, Ino parent, const std::string& name,
 Status RedisMeta::Unlink(const Context& ctx, Ino parent, const std::string& name) {
   if (IsDotName(name)) return Status::Err(EISDIR);
   RETURN_IF_ERROR(ValidName(name));
-  ASSIGN_OR_RETURN(auto r, Fcall(kOpUnlink, "unlink", Args().Ctx(ctx).Time(Now()).Str(sid_).Num(parent).Str(name).views()));
+  ASSIGN_OR_RETURN(auto r, Fcall(kOpUnlink, "unlink", Args().Ctx(ctx).Time(Now()).Num(sid_.load()).Num(parent).Str(name).views()));
   return Released(r.at(1).integer());
 }
 
@@ -344,7 +344,7 @@ Status RedisMeta::Rmdir(const Context& ctx, Ino parent, const std::string& name)
   if (name == ".") return Status::Err(EINVAL);
   if (name == "..") return Status::Err(ENOTEMPTY);
   RETURN_IF_ERROR(ValidName(name));
-  ASSIGN_OR_RETURN(auto r, Fcall(kOpRmdir, "rmdir", Args().Ctx(ctx).Time(Now()).Str(sid_).Num(parent).Str(name).views()));
+  ASSIGN_OR_RETURN(auto r, Fcall(kOpRmdir, "rmdir", Args().Ctx(ctx).Time(Now()).Num(sid_.load()).Num(parent).Str(name).views()));
   return Released(r.at(1).integer());
 }
 
@@ -352,7 +352,7 @@ Status RedisMeta::Rename(const Context& ctx, Ino psrc, const std::string& nsrc, 
                          uint32_t flags, Ino* ino, Attr* attr) {
   RETURN_IF_ERROR(CheckRenameArgs(nsrc, ndst, flags));
   Args a;
-  a.Ctx(ctx).Time(Now()).Str(sid_).Num(psrc).Str(nsrc).Num(pdst).Str(ndst).Num(flags);
+  a.Ctx(ctx).Time(Now()).Num(sid_.load()).Num(psrc).Str(nsrc).Num(pdst).Str(ndst).Num(flags);
   ASSIGN_OR_RETURN(auto r, Fcall(kOpRename, "rename", a.views()));
   *ino = Ino(r.at(1).integer());
   RETURN_IF_ERROR(DecodeAttr(r.at(2).str(), attr));
@@ -414,7 +414,7 @@ Status RedisMeta::Open(const Context& ctx, Ino ino, int flags, Attr* attr) {
 Status RedisMeta::Close(const Context&, Ino ino) { return Forget(ino, 1); }
 
 Status RedisMeta::Forget(Ino ino, uint64_t n) {
-  if (!refs_.Drop(ino, n) || sid_ == "0") return Status::OK();
+  if (!refs_.Drop(ino, n) || sid_ == 0) return Status::OK();
   return ReleaseNow(ino);
 }
 
@@ -447,7 +447,7 @@ Status RedisMeta::WriteSlices(const Context&, Ino ino, const std::vector<SliceWr
   std::map<uint32_t, std::vector<Slice>> by_chunk;  // keeps each chunk's order
   for (const auto& w : slices) by_chunk[w.chunk_index].push_back(w.slice);
   Args a;
-  a.Num(ino).Time(mtime).Num(format_.capacity);
+  a.Num(ino).Time(mtime).Num(format_.capacity).Num(sid_.load());
   for (const auto& [index, added] : by_chunk) a.Num(index).Own(Records(added));
   ASSIGN_OR_RETURN(auto r, Fcall(kOpWrite, "write", a.views()));
   RETURN_IF_ERROR(DecodeAttr(r.at(1).str(), attr));
@@ -505,12 +505,12 @@ Status RedisMeta::RemoveXattr(const Context& ctx, Ino ino, const std::string& na
 // ---------------------------------------------------------------- locks
 
 Status RedisMeta::Flock(const Context& ctx, Ino ino, uint64_t owner, LockType type) {
-  return Fcall(kOpLock, "flock", Args().Str(sid_).Num(ino).Num(owner).Num(type).Num(ctx.pid).views()).status();
+  return Fcall(kOpLock, "flock", Args().Num(sid_.load()).Num(ino).Num(owner).Num(type).Num(ctx.pid).views()).status();
 }
 
 Status RedisMeta::GetLk(const Context&, Ino ino, uint64_t owner, PosixLock* lock) {
   Args a;
-  a.Str(sid_).Num(ino).Num(owner).Num(lock->type).Num(std::min(lock->start, kLockEof)).Num(std::min(lock->end, kLockEof));
+  a.Num(sid_.load()).Num(ino).Num(owner).Num(lock->type).Num(std::min(lock->start, kLockEof)).Num(std::min(lock->end, kLockEof));
   ASSIGN_OR_RETURN(auto r, Fcall(kOpLock, "getlk", a.views()));
   int64_t type = r.at(1).integer();
   if (type == 0) {
@@ -526,7 +526,7 @@ Status RedisMeta::GetLk(const Context&, Ino ino, uint64_t owner, PosixLock* lock
 Status RedisMeta::SetLk(const Context&, Ino ino, uint64_t owner, const PosixLock& lock) {
   if (lock.start > lock.end) return Status::Err(EINVAL);
   Args a;
-  a.Str(sid_).Num(ino).Num(owner).Num(lock.type).Num(std::min(lock.start, kLockEof)).Num(std::min(lock.end, kLockEof)).Num(
+  a.Num(sid_.load()).Num(ino).Num(owner).Num(lock.type).Num(std::min(lock.start, kLockEof)).Num(std::min(lock.end, kLockEof)).Num(
       lock.pid);
   return Fcall(kOpLock, "setlk", a.views()).status();
 }

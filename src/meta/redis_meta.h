@@ -102,7 +102,9 @@ class RedisMeta final : public Meta {
   IdPool inode_ids_;
   IdPool slice_ids_;
   RefTable refs_;
-  std::string sid_ = "0";  // set once by NewSession before any file operation
+  // This client's session (0: none); set by NewSession, again if the
+  // session expired and the client starts a new one.
+  std::atomic<uint64_t> sid_{0};
   Format format_;          // set by Init/Load before use
 };
 

@@ -688,6 +688,12 @@ Result<size_t> FileData::Read(uint64_t off, size_t size, char* buf) {
   }
 }
 
+void FileData::Abandon(const Status& why) {
+  InvalidateOnDiscard invalidate(this, /*sync=*/false);
+  std::lock_guard<std::mutex> g(mu_);
+  if (batch_ || !buffer_.empty() || !frozen_.empty()) DiscardLocked(why);
+}
+
 void FileData::InvalidateView(uint32_t chunk) {
   std::lock_guard<std::mutex> g(mu_);
   views_.erase(chunk);

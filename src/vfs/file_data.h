@@ -213,6 +213,9 @@ class FileData {
   Status Commit(const meta::Context& ctx);
   Status Truncate(const meta::Context& ctx, uint64_t size, bool check_perm, meta::Attr* out);
   Status Fallocate(const meta::Context& ctx, int mode, uint64_t off, uint64_t len);
+  // Drops every pending write, never to be committed (the session expired):
+  // their objects are deleted, the kernel's cache of the file invalidated.
+  void Abandon(const Status& why);
   // Forgets the cached view of a chunk (it was compacted).
   void InvalidateView(uint32_t chunk);
   // SEEK_DATA / SEEK_HOLE.

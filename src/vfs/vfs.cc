@@ -83,18 +83,63 @@ void Vfs::BackgroundLoop() {
     auto r = meta_->CleanupDeleted(deleter, 1000);
     if (!r.ok()) LOG_WARN("background cleanup: {}", r.status().ToString());
     auto now = std::chrono::steady_clock::now();
-    if (now - last_heartbeat >= std::chrono::seconds(config_.heartbeat_interval_s)) {
+    bool renew = false;
+    {
+      std::lock_guard<std::mutex> g(bg_mu_);
+      std::swap(renew, renew_);
+    }
+    if (renew || now - last_heartbeat >= std::chrono::seconds(config_.heartbeat_interval_s)) {
       Status st = meta_->Heartbeat();
-      if (!st.ok()) LOG_WARN("session heartbeat: {}", st.ToString());
+      if (st.code() == ESTALE) RenewSession();
+      else if (!st.ok()) LOG_WARN("session heartbeat: {}", st.ToString());
       last_heartbeat = now;
     }
-    if (now - last_clean >= std::chrono::seconds(60)) {
+    // Others' dead sessions: at least twice per timeout, at most once a minute.
+    if (now - last_clean >= std::chrono::seconds(std::clamp(config_.session_timeout_s / 2, 1, 60))) {
       auto c = meta_->CleanStaleSessions(config_.session_timeout_s);
       if (!c.ok()) LOG_WARN("stale session cleanup: {}", c.status().ToString());
       last_clean = now;
     }
     lk.lock();
   }
+}
+
+void Vfs::RenewSession() {
+  const uint64_t gen = session_gen_.fetch_add(1) + 1;
+  LOG_ERROR("this client's session expired: other clients cleaned it after {} s without a heartbeat (the "
+            "metadata engine was out of reach), and may have taken over its locks and files. Writes not yet "
+            "committed are discarded; files opened before fail with EIO; a new session starts (generation {})",
+            config_.session_timeout_s, gen);
+  std::vector<std::shared_ptr<FileData>> files;
+  {
+    std::lock_guard<std::mutex> g(table_mu_);
+    for (auto& [ino, f] : files_) files.push_back(f);
+  }
+  for (auto& f : files) f->Abandon(Status::Err(EIO, "session expired"));
+  {
+    std::lock_guard<std::mutex> g(locks_mu_);
+    lock_owners_.clear();  // the cleaner released them
+  }
+  meta::SessionInfo info;
+  info.mount_point = config_.mount_point;
+  info.version = TESSERA_VERSION;
+  Status st = meta_->NewSession(info);
+  if (!st.ok()) LOG_ERROR("starting a new session: {} (retrying at the next heartbeat)", st.ToString());
+}
+
+Status Vfs::CheckSession(const Handle* fh) const {
+  if (fh->session == session_gen_.load(std::memory_order_relaxed)) return Status::OK();
+  return Status::Err(EIO, "file opened in an expired session (this client was cut off from the metadata engine)");
+}
+
+Status Vfs::Fenced(Status st) {
+  if (st.code() != ESTALE) return st;
+  {
+    std::lock_guard<std::mutex> g(bg_mu_);
+    renew_ = true;
+  }
+  bg_cv_.notify_all();
+  return Status::Err(EIO, st.message());
 }
 
 // ---------------------------------------------------------------- file table
@@ -174,7 +219,8 @@ Status Vfs::GetAttr(const Context& ctx, Ino ino, Attr* attr) {
 Status Vfs::SetAttr(const Context& ctx, Ino ino, Handle* fh, uint32_t mask, const Attr& in, bool has_size,
                     uint64_t size, Attr* out) {
   if (has_size) {
-    if (auto f = FindFile(ino)) RETURN_IF_ERROR(f->Truncate(ctx, size, fh == nullptr, out));
+    if (fh) RETURN_IF_ERROR(CheckSession(fh));
+    if (auto f = FindFile(ino)) RETURN_IF_ERROR(Fenced(f->Truncate(ctx, size, fh == nullptr, out)));
     else RETURN_IF_ERROR(meta_->Truncate(ctx, ino, size, fh == nullptr, out));
   }
   if (mask != 0 || !has_size) RETURN_IF_ERROR(meta_->SetAttr(ctx, ino, mask, in, out));
@@ -225,6 +271,7 @@ Status Vfs::Open(const Context& ctx, Ino ino, int flags, Handle** fh, Attr* attr
   auto h = std::make_unique<Handle>();
   h->ino = ino;
   h->flags = flags;
+  h->session = session_gen_.load(std::memory_order_relaxed);
   if (attr->IsFile()) {
     auto f = AcquireFile(ino, attr->length);
     if (!f.ok()) {
@@ -265,6 +312,7 @@ Status Vfs::Create(const Context& ctx, Ino parent, const std::string& name, uint
   auto h = std::make_unique<Handle>();
   h->ino = *ino;
   h->flags = flags;
+  h->session = session_gen_.load(std::memory_order_relaxed);
   auto f = AcquireFile(*ino, 0);
   if (!f.ok()) {
     (void)meta_->Close(ctx, *ino);
@@ -286,18 +334,24 @@ Result<size_t> Vfs::Write(const Context& ctx, Handle* fh, uint64_t off, const ch
   if (!fh->file) return Status::Err(EISDIR);
   if ((fh->flags & O_ACCMODE) == O_RDONLY) return Status::Err(EBADF);
   if (size > meta::kMaxFileSize || off > meta::kMaxFileSize - size) return Status::Err(EFBIG);
-  RETURN_IF_ERROR(fh->file->Write(ctx, off, data, size));
+  RETURN_IF_ERROR(CheckSession(fh));
+  RETURN_IF_ERROR(Fenced(fh->file->Write(ctx, off, data, size)));
   fh->written.store(true, std::memory_order_relaxed);
   return size;
 }
 
 Status Vfs::Flush(const Context& ctx, Handle* fh, uint64_t lock_owner) {
-  Status st = fh->file ? fh->file->Commit(ctx) : Status::OK();
+  Status st = fh->file ? CheckSession(fh) : Status::OK();
+  if (st.ok() && fh->file) st = Fenced(fh->file->Commit(ctx));
   Status lst = DropPosixLocks(ctx, fh->ino, lock_owner);
   return st.ok() ? lst : st;
 }
 
-Status Vfs::Fsync(const Context& ctx, Handle* fh) { return fh->file ? fh->file->Commit(ctx) : Status::OK(); }
+Status Vfs::Fsync(const Context& ctx, Handle* fh) {
+  if (!fh->file) return Status::OK();
+  RETURN_IF_ERROR(CheckSession(fh));
+  return Fenced(fh->file->Commit(ctx));
+}
 
 Status Vfs::Release(const Context& ctx, Handle* fh) {
   std::unique_ptr<Handle> h(fh);
@@ -312,7 +366,8 @@ Status Vfs::Release(const Context& ctx, Handle* fh) {
     if (!lst.ok()) LOG_WARN("inode {}: releasing the locks of a closed file: {}", h->ino, lst.ToString());
   }
   if (h->file) {
-    st = h->file->Commit(ctx);
+    st = CheckSession(h.get());
+    if (st.ok()) st = Fenced(h->file->Commit(ctx));
     if (!st.ok()) LOG_ERROR("inode {}: data written but not committed at close: {}", h->ino, st.ToString());
     Attr attr;
     // Our writes went through the kernel's page cache, so it matches the
@@ -327,13 +382,15 @@ Status Vfs::Release(const Context& ctx, Handle* fh) {
 Status Vfs::Fallocate(const Context& ctx, Handle* fh, int mode, uint64_t off, uint64_t len) {
   if (!fh->file) return Status::Err(ENODEV);
   if ((fh->flags & O_ACCMODE) == O_RDONLY) return Status::Err(EBADF);
-  return fh->file->Fallocate(ctx, mode, off, len);
+  RETURN_IF_ERROR(CheckSession(fh));
+  return Fenced(fh->file->Fallocate(ctx, mode, off, len));
 }
 
 Result<size_t> Vfs::CopyFileRange(const Context& ctx, Handle* in, uint64_t off_in, Handle* out, uint64_t off_out,
                                   size_t len) {
   if (!in->file || !out->file) return Status::Err(EISDIR);
   if ((in->flags & O_ACCMODE) == O_WRONLY || (out->flags & O_ACCMODE) == O_RDONLY) return Status::Err(EBADF);
+  RETURN_IF_ERROR(CheckSession(out));
   if (in->ino == out->ino) {
     // Like copy_file_range(2): shorten the copy to the source's EOF first,
     // then refuse overlapping ranges (a copy from past EOF copies nothing).
@@ -349,7 +406,7 @@ Result<size_t> Vfs::CopyFileRange(const Context& ctx, Handle* in, uint64_t off_i
     buf.resize(want);
     ASSIGN_OR_RETURN(size_t n, in->file->Read(off_in + copied, want, buf.data()));
     if (n == 0) break;
-    RETURN_IF_ERROR(out->file->Write(ctx, off_out + copied, buf.data(), n));
+    RETURN_IF_ERROR(Fenced(out->file->Write(ctx, off_out + copied, buf.data(), n)));
     copied += n;
     if (n < want) break;
   }
@@ -358,7 +415,9 @@ Result<size_t> Vfs::CopyFileRange(const Context& ctx, Handle* in, uint64_t off_i
 
 Result<uint64_t> Vfs::Lseek(const Context& ctx, Handle* fh, uint64_t off, int whence) {
   if (!fh->file) return Status::Err(EINVAL);
-  return fh->file->Lseek(ctx, off, whence);
+  auto r = fh->file->Lseek(ctx, off, whence);
+  if (!r.ok()) return Fenced(r.status());
+  return r;
 }
 
 // ---------------------------------------------------------------- directories

@@ -58,6 +58,8 @@ struct Config {
   // Background jobs.
   int cleanup_interval_ms = 1000;
   int heartbeat_interval_s = 10;
+  // Sessions without a heartbeat for this long are cleaned by this client
+  // (--session-timeout; every client of a volume should use the same).
   int session_timeout_s = int(meta::kSessionTimeoutSec);
   std::string mount_point;
 };
@@ -65,6 +67,7 @@ struct Config {
 struct Handle {
   Ino ino = 0;
   int flags = 0;
+  uint64_t session = 0;  // the generation of this client's session it was opened in
   std::shared_ptr<FileData> file;  // regular files
   // Files: the kernel may keep its cached pages (the file did not change
   // since this client last saw it: same mtime and length).
@@ -177,6 +180,16 @@ class Vfs {
   // first window, with "." and ".."), at offset `base`.
   Status FetchDirWindow(const Context& ctx, Handle* fh, const std::string& from, uint64_t base, bool plus);
   void BackgroundLoop();
+  // The session expired: other clients cleaned it after the session timeout
+  // (this client was cut off). Pending writes are discarded, never committed
+  // over what others wrote since; handles opened before fail with EIO (reads
+  // excepted); a new session starts for what comes next.
+  void RenewSession();
+  // EIO for a handle opened in an expired session.
+  Status CheckSession(const Handle* fh) const;
+  // A commit refused by the engine because the session expired (ESTALE)
+  // asks for a renewal and becomes EIO; other results pass.
+  Status Fenced(Status st);
 
   meta::Meta* const meta_;
   chunk::ChunkStore* const store_;
@@ -205,6 +218,8 @@ class Vfs {
   std::mutex bg_mu_;
   std::condition_variable bg_cv_;
   bool stopping_ = false;  // guarded by bg_mu_
+  bool renew_ = false;     // guarded by bg_mu_: a commit found the session expired
+  std::atomic<uint64_t> session_gen_{1};
   std::thread bg_thread_;
   bool started_ = false;
 };

@@ -57,6 +57,15 @@ expect_fail "mount point missing" "does not exist" "$T" mount "sqlite3://$W/m.db
 touch "$W/file"
 expect_fail "mount point is a file" "not a directory" "$T" mount "sqlite3://$W/m.db" "$W/file"
 expect_fail "negative cache" "negative" "$T" mount "sqlite3://$W/m.db" "$MNT" --attr-cache -1
+for bad in nan inf -inf 1e300; do
+  expect_fail "cache timeout $bad" "finite|number" "$T" mount "sqlite3://$W/m.db" "$MNT" --entry-cache "$bad"
+done
+expect_fail "unknown scheme names every engine" "redis://.*postgres://" "$T" status "mysql://h/db"
+mkdir -p "$W/full" && touch "$W/full/x"
+expect_fail "non-empty mount point" "not empty.*--nonempty" "$T" mount "sqlite3://$W/m.db" "$W/full"
+expect_fail "high-level libfuse option" "kernel_cache.*high-level" "$T" mount "sqlite3://$W/m.db" "$MNT" -o kernel_cache
+expect_fail "entry_timeout names its flag" "instead: --entry-cache" "$T" mount "sqlite3://$W/m.db" "$MNT" -o entry_timeout=5
+expect_fail "not a FUSE option" "frobnicate.*not a FUSE mount option" "$T" mount "sqlite3://$W/m.db" "$MNT" -o frobnicate
 expect_fail "writeback without cache dir" "cache-dir none" "$T" mount "sqlite3://$W/m.db" "$MNT" --writeback --cache-dir none
 mkdir -p "$W/b3" && "$T" format "sqlite3://$W/m3.db" vol3 --bucket "$W/b3" >/dev/null 2>&1
 rm -rf "$W/b3" && echo x >"$W/b3"
@@ -69,6 +78,28 @@ expect_fail "mount twice" "already a mount point" "$T" mount "sqlite3://$W/m.db"
 expect_ok "status lists session" bash -c "'$T' status 'sqlite3://$W/m.db' | grep -q '\"MountPoint\": \"$MNT\"'"
 expect_ok "info" bash -c "'$T' info '$MNT/f' | grep -q 'chunk 0: 1 slice'"
 expect_fail "info outside a mount" "not inside" "$T" info "$W/file"
+expect_ok "status shows the heartbeat as a time" bash -c "'$T' status 'sqlite3://$W/m.db' | grep -qE '\"Heartbeat\": \"20[0-9-]+T[0-9:]+Z\"'"
+expect_ok "status marks live sessions fresh" bash -c "'$T' status 'sqlite3://$W/m.db' | grep -q '\"Stale\": false'"
+expect_ok "status is valid JSON" bash -c "'$T' status 'sqlite3://$W/m.db' | python3 -m json.tool >/dev/null"
+# A busy mount names who keeps it busy; a client started from inside a mount
+# (its current directory there) must not keep that mount busy.
+mkdir -p "$W/mnt2" "$W/inner"
+(cd "$MNT" && "$T" format "sqlite3://$W/m5.db" vol5 --bucket "$W/b5" >/dev/null 2>&1 && "$T" mount "sqlite3://$W/m5.db" "$W/mnt2" -d --log "$W/log5" >/dev/null 2>&1)
+(cd "$MNT" && exec sleep 30) &
+sleeper=$!
+sleep 0.3
+expect_fail "busy umount names the process" "busy: used by pid $sleeper \\(sleep: current directory\\)" "$T" umount "$MNT"
+kill $sleeper; wait $sleeper 2>/dev/null
+expect_ok "a client started inside a mount does not keep it busy" "$T" umount "$MNT"
+"$T" umount "$W/mnt2" >/dev/null 2>&1
+expect_ok "mount again" "$T" mount "sqlite3://$W/m.db" "$MNT" -d --log "$W/log"
+# A client killed without unmounting leaves a dead mount: named, with the fix.
+pkill -9 -f "tessera mount sqlite3://$W/m.db $MNT" ; sleep 0.3
+expect_ok "status marks the killed client's session stale" bash -c "'$T' status 'sqlite3://$W/m.db' | grep -q '\"Stale\": true'"
+expect_fail "dead mount" "dead mount.*tessera umount" "$T" mount "sqlite3://$W/m.db" "$MNT" -d --log "$W/log"
+expect_ok "umount a dead mount" "$T" umount "$MNT"
+expect_ok "mount after the dead one" "$T" mount "sqlite3://$W/m.db" "$MNT" -d --log "$W/log"
+expect_ok "the next mount cleans the dead session" bash -c "! '$T' status 'sqlite3://$W/m.db' | grep -q '\"Stale\": true'"
 expect_ok "umount" "$T" umount "$MNT"
 expect_fail "umount not mounted" "not mounted" "$T" umount "$MNT"
 expect_fail "umount --flush not a mount" "not a Tessera mount|nothing to flush" "$T" umount --flush "$MNT"

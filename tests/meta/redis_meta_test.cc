@@ -11,12 +11,15 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <string>
 
 #include <gtest/gtest.h>
 
+#include "common/log.h"
 #include "meta/meta.h"
 #include "meta/redis_client.h"
 
@@ -238,6 +241,18 @@ TEST_F(RedisMetaTest, PasswordFromEnvironment) {
   EXPECT_FALSE(without.ok());
   if (!without.ok()) {
     EXPECT_EQ(without.status().message().find("pa55word"), std::string::npos);
+    // The hint a user needs: where the password goes.
+    EXPECT_EQ(without.status().code(), EACCES) << without.status().ToString();
+    EXPECT_NE(without.status().message().find("META_PASSWORD"), std::string::npos) << without.status().message();
+  }
+  setenv("META_PASSWORD", "wrong-one", 1);
+  auto wrong = Open(url_);
+  unsetenv("META_PASSWORD");
+  EXPECT_FALSE(wrong.ok());
+  if (!wrong.ok()) {
+    EXPECT_EQ(wrong.status().code(), EACCES) << wrong.status().ToString();
+    EXPECT_NE(wrong.status().message().find("META_PASSWORD"), std::string::npos) << wrong.status().message();
+    EXPECT_EQ(wrong.status().message().find("wrong-one"), std::string::npos) << wrong.status().message();
   }
   setenv("META_PASSWORD", "pa55word", 1);
   auto with = Open(url_);
@@ -252,6 +267,25 @@ TEST_F(RedisMetaTest, PasswordFromEnvironment) {
   auto inline_pw = Open(in_url);
   EXPECT_TRUE(inline_pw.ok()) << inline_pw.status().ToString();
   ASSERT_TRUE(Admin({"CONFIG", "SET", "requirepass", ""}).ok());
+}
+
+// A server that stops answering is reported in the log after a few seconds,
+// long before the I/O timeout fails the request.
+TEST_F(RedisMetaTest, StalledServerIsLoggedWhileWaiting) {
+  const std::string log = ::testing::TempDir() + "/redis-stall-" + std::to_string(getpid()) + ".log";
+  ASSERT_TRUE(SetLogFile(log));
+  Attr attr;
+  ASSERT_TRUE(Admin({"CLIENT", "PAUSE", "4500", "ALL"}).ok());
+  auto start = std::chrono::steady_clock::now();
+  Status st = m_->GetAttr(Context::Root(), kRootIno, &attr);  // waits for the pause to end
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  SetLogFile("");
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  EXPECT_GT(secs, 3.5);
+  std::ifstream in(log);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("has not answered for"), std::string::npos) << text;
+  std::remove(log.c_str());
 }
 
 // Out of memory: operations fail with EIO (not a hang), reads still work, and

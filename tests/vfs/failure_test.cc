@@ -225,5 +225,66 @@ TEST_F(VfsFailureTest, CompactionThatFailedDeletesTheReplacement) {
   EXPECT_EQ(objects_.Count(), before) << "a failed compaction left its replacement objects";
 }
 
+// A client cut off longer than the session timeout is cleaned by another;
+// when it comes back, what it had not committed is dropped (never written
+// over what others wrote meanwhile), its open files fail with EIO, and new
+// ones work in a new session.
+TEST(VfsSessionTest, ExpiredSessionDropsPendingWritesAndFailsOldHandles) {
+  const std::string url = "memory://vfs-session-" + std::to_string(getpid());
+  auto ma = meta::Open(url);
+  auto mb = meta::Open(url);
+  ASSERT_TRUE(ma.ok() && mb.ok());
+  meta::Format format;
+  format.name = "test";
+  format.block_size = kBlock;
+  ASSERT_TRUE((*ma)->Init(format, false).ok());
+  ASSERT_TRUE((*mb)->Load().ok());
+  FlakyStore objects;
+  chunk::ChunkStore chunks(&objects, chunk::StoreConfig{.block_size = kBlock, .mem_cache_bytes = 0});
+  Config c;
+  c.cleanup_interval_ms = 10;
+  c.heartbeat_interval_s = 3600;  // client a falls silent
+  Vfs a(ma->get(), &chunks, c);
+  ASSERT_TRUE(a.Start().ok());
+  const meta::Context ctx = meta::Context::Root();
+  meta::Ino ino = 0;
+  meta::Attr attr;
+  Handle* fh = nullptr;
+  ASSERT_TRUE(a.Create(ctx, meta::kRootIno, "f", 0644, 022, O_RDWR | O_CREAT, &fh, &ino, &attr).ok());
+  std::mt19937_64 rng(9);
+  const std::string data = Bytes(rng, 6 * kBlock);
+  ASSERT_TRUE(a.Write(ctx, fh, 0, data.data(), data.size()).ok());
+
+  std::this_thread::sleep_for(std::chrono::milliseconds(2100));
+  meta::SessionInfo s;
+  s.mount_point = "/mnt/b";
+  ASSERT_TRUE((*mb)->NewSession(s).ok());
+  auto cleaned = (*mb)->CleanStaleSessions(1);
+  ASSERT_TRUE(cleaned.ok());
+  ASSERT_EQ(*cleaned, 1);
+
+  Status st = a.Flush(ctx, fh, 0);
+  EXPECT_EQ(st.code(), EIO) << st.ToString();
+  ASSERT_TRUE((*mb)->GetAttr(ctx, ino, &attr).ok());
+  EXPECT_EQ(attr.length, 0u) << "an expired session committed its writes";
+  for (int i = 0; i < 200 && objects.Count() > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(objects.Count(), 0u) << "the dropped writes' blocks stayed";
+  // The refused commit made the client notice and start a new session.
+  Status again = Status::OK();
+  for (int i = 0; i < 200 && again.ok(); ++i) {
+    again = a.Write(ctx, fh, 0, data.data(), data.size()).status();
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(again.code(), EIO) << "a file opened in the expired session can still write";
+  EXPECT_TRUE(a.Release(ctx, fh).ok() || true);
+  Handle* fresh = nullptr;
+  ASSERT_TRUE(a.Open(ctx, ino, O_RDWR, &fresh, &attr).ok());
+  ASSERT_TRUE(a.Write(ctx, fresh, 0, data.data(), data.size()).ok());
+  EXPECT_TRUE(a.Fsync(ctx, fresh).ok());
+  EXPECT_TRUE(a.Release(ctx, fresh).ok());
+  ASSERT_TRUE((*mb)->GetAttr(ctx, ino, &attr).ok());
+  EXPECT_EQ(attr.length, data.size());
+}
+
 }  // namespace
 }  // namespace tessera::vfs

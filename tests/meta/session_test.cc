@@ -1,0 +1,119 @@
+// Session expiry on every engine: a client cut off from the engine for longer
+// than the session timeout is cleaned by another client (its locks go); when
+// it comes back, its heartbeat and its writes are refused with ESTALE, so it
+// cannot write over what others wrote meanwhile, and a new session works.
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "../kv/pg_test_util.h"
+#include "meta/meta.h"
+#include "meta/redis_client.h"
+
+namespace tessera::meta {
+namespace {
+
+class SessionExpiryTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (GetParam() == "postgres") {
+      if (kv::testing::PgEnv("TESSERA_TEST_PG_URL").empty()) GTEST_SKIP() << kv::testing::kPgSkipMessage;
+      schema_ = std::make_unique<kv::testing::PgSchema>(kv::testing::PgEnv("TESSERA_TEST_PG_URL"));
+      url_ = schema_->url();
+    } else if (GetParam() == "redis") {
+      const char* url = std::getenv("TESSERA_TEST_REDIS_URL");
+      if (!url) GTEST_SKIP() << "TESSERA_TEST_REDIS_URL not set (ctest unit_meta_redis sets it)";
+      url_ = url;
+      auto opts = redis::Options::Parse(url_);
+      ASSERT_TRUE(opts.ok());
+      auto admin = redis::Client::Connect(*opts);
+      ASSERT_TRUE(admin.ok());
+      ASSERT_TRUE((*admin)->Command({"FLUSHDB"}).ok());
+    } else if (GetParam() == "sqlite3") {
+      dir_ = std::filesystem::temp_directory_path() / ("tessera-session-" + std::to_string(getpid()));
+      std::filesystem::create_directories(dir_);
+      url_ = "sqlite3://" + (dir_ / "meta.db").string();
+    } else {
+      url_ = "memory://session-" + std::to_string(getpid());
+    }
+    a_ = OpenClient("/mnt/a");
+    ASSERT_NE(a_, nullptr);
+    b_ = OpenClient("/mnt/b");
+    ASSERT_NE(b_, nullptr);
+  }
+  void TearDown() override {
+    a_.reset();
+    b_.reset();
+    std::error_code ec;
+    if (!dir_.empty()) std::filesystem::remove_all(dir_, ec);
+  }
+
+  std::unique_ptr<Meta> OpenClient(const std::string& mount_point) {
+    auto m = Open(url_);
+    EXPECT_TRUE(m.ok()) << m.status().ToString();
+    if (!m.ok()) return nullptr;
+    if (!(*m)->Load().ok()) {
+      Format f;
+      f.name = "session";
+      f.uuid = NewUuid();
+      EXPECT_TRUE((*m)->Init(f, false).ok());
+    }
+    SessionInfo s;
+    s.mount_point = mount_point;
+    EXPECT_TRUE((*m)->NewSession(s).ok());
+    return std::move(*m);
+  }
+
+  std::string url_;
+  std::filesystem::path dir_;
+  std::unique_ptr<kv::testing::PgSchema> schema_;
+  std::unique_ptr<Meta> a_, b_;
+};
+
+TEST_P(SessionExpiryTest, ExpiredClientIsFencedAndStartsAnew) {
+  const Context root = Context::Root();
+  Ino ino = 0;
+  Attr attr;
+  ASSERT_TRUE(a_->Mknod(root, kRootIno, "f", S_IFREG | 0644, 0, 0, "", &ino, &attr).ok());
+  ASSERT_TRUE(a_->Flock(root, ino, 7, kWriteLock).ok());
+  EXPECT_EQ(b_->Flock(root, ino, 9, kWriteLock).code(), EAGAIN);
+  ASSERT_TRUE(a_->Write(root, ino, 0, chunk::Slice{0, 1001, 10, 0, 10}, Now(), &attr).ok());
+
+  // a is cut off: no heartbeat for longer than b's timeout (1 s here).
+  std::this_thread::sleep_for(std::chrono::milliseconds(2100));
+  ASSERT_TRUE(b_->Heartbeat().ok());
+  auto cleaned = b_->CleanStaleSessions(1);
+  ASSERT_TRUE(cleaned.ok()) << cleaned.status().ToString();
+  EXPECT_EQ(*cleaned, 1);
+  EXPECT_TRUE(b_->Flock(root, ino, 9, kWriteLock).ok()) << "a's lock survived its session";
+  ASSERT_TRUE(b_->Write(root, ino, 0, chunk::Slice{0, 2002, 20, 0, 20}, Now(), &attr).ok());
+
+  // a comes back: refused, not written over b's data.
+  EXPECT_EQ(a_->Write(root, ino, 0, chunk::Slice{0, 1003, 30, 0, 30}, Now(), &attr).code(), ESTALE);
+  EXPECT_EQ(a_->Heartbeat().code(), ESTALE);
+  ASSERT_TRUE(b_->GetAttr(root, ino, &attr).ok());
+  EXPECT_EQ(attr.length, 20u);
+  // A new session writes again.
+  SessionInfo s;
+  s.mount_point = "/mnt/a";
+  ASSERT_TRUE(a_->NewSession(s).ok());
+  EXPECT_TRUE(a_->Heartbeat().ok());
+  EXPECT_TRUE(a_->Write(root, ino, 0, chunk::Slice{0, 1004, 40, 0, 40}, Now(), &attr).ok());
+  std::vector<std::string> problems;
+  ASSERT_TRUE(b_->Check(&problems).ok());
+  EXPECT_TRUE(problems.empty());
+}
+
+INSTANTIATE_TEST_SUITE_P(Engines, SessionExpiryTest, ::testing::Values("memory", "sqlite3", "redis", "postgres"),
+                         [](const auto& param_info) { return param_info.param; });
+
+}  // namespace
+}  // namespace tessera::meta
