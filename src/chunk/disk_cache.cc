@@ -15,9 +15,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "common/file_io.h"
 #include "common/log.h"
-#include "common/unique_fd.h"
 
 namespace tessera::chunk {
 namespace {
@@ -32,13 +30,6 @@ namespace fs = std::filesystem;
 constexpr char kMagic[4] = {'T', 'S', 'B', 'C'};
 constexpr uint32_t kVersion = 1;
 constexpr std::string_view kTempInfix = ".tmp.";
-
-Status MakeDirs(const std::string& dir) {
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) return Status::Err(ec.value(), "mkdir " + dir + ": " + ec.message());
-  return Status::OK();
-}
 
 // Block length encoded in a cache file name ("{id}_{index}_{len}"), or -1 if
 // the name is not one of ours.
@@ -63,44 +54,23 @@ int64_t BlockLenOfName(std::string_view name) {
   return fields == 2 && digits ? int64_t(value) : -1;
 }
 
-Status WriteCacheFile(const std::string& path, const std::string& block) {
+Status WriteCacheFile(Env* env, const std::string& path, const std::string& block) {
   char header[kDiskCacheHeaderSize];
   std::memcpy(header, kMagic, 4);
   PutLE(header + 4, kVersion, 4);
   PutLE(header + 8, block.size(), 8);
   PutLE(header + 16, XXH64(block.data(), block.size(), 0), 8);
 
-  int raw = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (raw < 0 && errno == ENOENT) {
-    RETURN_IF_ERROR(MakeDirs(path.substr(0, path.rfind('/'))));
-    raw = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  auto raw = env->Open(path, O_WRONLY | O_CREAT | O_EXCL, 0644);
+  if (!raw.ok() && raw.status().not_found()) {
+    RETURN_IF_ERROR(env->MakeDirs(path.substr(0, path.rfind('/')), nullptr));
+    raw = env->Open(path, O_WRONLY | O_CREAT | O_EXCL, 0644);
   }
-  if (raw < 0) return Status::Err(errno, "create " + path);
-  UniqueFd fd(raw);
-  iovec iov[2] = {{header, sizeof(header)}, {const_cast<char*>(block.data()), block.size()}};
-  size_t done = 0;
-  const size_t total = sizeof(header) + block.size();
-  while (done < total) {
-    iovec parts[2];
-    int count = 0;
-    size_t skip = done;
-    for (const iovec& v : iov) {
-      if (skip >= v.iov_len) {
-        skip -= v.iov_len;
-        continue;
-      }
-      parts[count++] = {static_cast<char*>(v.iov_base) + skip, v.iov_len - skip};
-      skip = 0;
-    }
-    ssize_t n = ::writev(fd.get(), parts, count);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return Status::Err(errno, "write " + path);
-    }
-    done += size_t(n);
-  }
-  if (fd.Close() != 0) return Status::Err(errno, "close " + path);
-  return Status::OK();
+  if (!raw.ok()) return raw.status();
+  EnvFile fd(env, *raw);
+  RETURN_IF_ERROR(PwriteFull(env, fd.get(), {{header, sizeof(header)}, {const_cast<char*>(block.data()), block.size()}}, 0)
+                      .With("write " + path));
+  return fd.Close().With("close " + path);
 }
 
 }  // namespace
@@ -121,20 +91,15 @@ std::string_view CacheEvictionName(CacheEviction e) {
   return "unknown";
 }
 
-Result<DiskSpace> StatDiskSpace(const std::string& dir) {
-  struct statvfs st;
-  if (::statvfs(dir.c_str(), &st) != 0) return Status::Err(errno, "statvfs " + dir);
-  return DiskSpace{uint64_t(st.f_bavail) * st.f_frsize, uint64_t(st.f_blocks) * st.f_frsize};
-}
-
 Result<std::unique_ptr<DiskBlockCache>> DiskBlockCache::Open(DiskCacheOptions opts) {
   if (opts.dir.empty()) return Status::Err(EINVAL, "disk cache: empty directory");
   if (!(opts.free_space_ratio >= 0 && opts.free_space_ratio < 1)) {
     return Status::Err(EINVAL, "disk cache: free space ratio must be in [0, 1)");
   }
-  if (!opts.disk_space) opts.disk_space = StatDiskSpace;
+  if (!opts.env) opts.env = Env::Posix();
+  if (!opts.disk_space) opts.disk_space = [env = opts.env](const std::string& dir) { return env->Space(dir); };
   while (opts.dir.size() > 1 && opts.dir.back() == '/') opts.dir.pop_back();
-  RETURN_IF_ERROR(MakeDirs(opts.dir + "/raw").With("disk cache"));
+  RETURN_IF_ERROR(opts.env->MakeDirs(opts.dir + "/raw", nullptr).With("disk cache"));
 
   const std::string lock_path = opts.dir + "/.lock";
   ASSIGN_OR_RETURN(int fd, LockFile(lock_path, "disk cache", opts.dir, 0644));
@@ -220,11 +185,11 @@ BlockRef DiskBlockCache::Get(const std::string& key, uint32_t len) {
     lru_.splice(lru_.begin(), lru_, it->second.lru);
   }
   const std::string path = PathOf(key);
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.get() < 0) {
-    const int err = errno;
-    if (err != ENOENT) {
-      Corrupt(key, std::string("cannot open: ") + std::strerror(err));
+  Env* env = opts_.env;
+  auto opened = env->Open(path, O_RDONLY, 0);
+  if (!opened.ok()) {
+    if (!opened.status().not_found()) {
+      Corrupt(key, "cannot open: " + opened.status().ToString());
       return nullptr;
     }
     // Evicted since the lookup (fine), or deleted behind our back: forget it.
@@ -236,20 +201,21 @@ BlockRef DiskBlockCache::Get(const std::string& key, uint32_t len) {
     }
     return nullptr;
   }
-  struct stat st;
-  if (::fstat(fd.get(), &st) != 0) {
-    Corrupt(key, std::string("cannot stat: ") + std::strerror(errno));
+  EnvFile fd(env, *opened);
+  auto size = env->FileSize(fd.get());
+  if (!size.ok()) {
+    Corrupt(key, "cannot stat: " + size.status().ToString());
     return nullptr;
   }
   const uint64_t want = kDiskCacheHeaderSize + uint64_t(len);
-  if (uint64_t(st.st_size) != want) {
-    Corrupt(key, "has " + std::to_string(st.st_size) + " bytes, want " + std::to_string(want));
+  if (*size != want) {
+    Corrupt(key, "has " + std::to_string(*size) + " bytes, want " + std::to_string(want));
     return nullptr;
   }
   char header[kDiskCacheHeaderSize];
   auto block = std::make_shared<std::string>(len, '\0');
-  Status rs = PreadFull(fd.get(), header, sizeof(header), 0);
-  if (rs.ok()) rs = PreadFull(fd.get(), block->data(), len, off_t(sizeof(header)));
+  Status rs = PreadFull(env, fd.get(), header, sizeof(header), 0);
+  if (rs.ok()) rs = PreadFull(env, fd.get(), block->data(), len, sizeof(header));
   if (!rs.ok()) {
     Corrupt(key, rs.ToString());
     return nullptr;
@@ -349,7 +315,7 @@ void DiskBlockCache::Write(const std::string& key, const BlockRef& block) {
       tmp = PathOf(key) + std::string(kTempInfix) + std::to_string(++temp_seq_);
     }
   }
-  Status st = reserved ? WriteCacheFile(tmp, *block) : Status::OK();
+  Status st = reserved ? WriteCacheFile(opts_.env, tmp, *block) : Status::OK();
   bool committed = false;
   {
     std::lock_guard lock(mu_);
@@ -357,17 +323,16 @@ void DiskBlockCache::Write(const std::string& key, const BlockRef& block) {
     const bool cancelled = it->second.cancelled;
     if (reserved && st.ok() && !cancelled) {
       // Under mu_, so an Erase or eviction never races with the file appearing.
-      if (::rename(tmp.c_str(), PathOf(key).c_str()) == 0) {
+      st = opts_.env->Rename(tmp, PathOf(key));
+      if (st.ok()) {
         InsertLocked(key, size);
         committed = true;
-      } else {
-        st = Status::Err(errno, "rename " + tmp);
       }
     }
     if (!committed) {
       if (reserved) {
         used_ -= size;
-        ::unlink(tmp.c_str());
+        (void)opts_.env->Unlink(tmp);  // a leftover temporary file is removed at the next Open
       }
       if (!cancelled) ++counters_.dropped_writes;
     }
@@ -425,7 +390,9 @@ void DiskBlockCache::InsertLocked(const std::string& key, uint64_t size) {
 }
 
 void DiskBlockCache::RemoveLocked(Index::iterator it) {
-  ::unlink(PathOf(it->first).c_str());
+  // A file that cannot be removed is found again by the next Open's scan.
+  if (Status st = opts_.env->Unlink(PathOf(it->first)); !st.ok() && !st.not_found())
+    LOG_WARN("disk cache: cannot delete {}: {}", PathOf(it->first), st.ToString());
   used_ -= it->second.size;
   lru_.erase(it->second.lru);
   const size_t slot = it->second.slot;

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "chunk/mem_cache.h"
+#include "common/env.h"
 #include "common/status.h"
 
 namespace tessera::chunk {
@@ -43,13 +44,7 @@ enum class CacheEviction : uint8_t {
 Result<CacheEviction> ParseCacheEviction(std::string_view name);
 std::string_view CacheEvictionName(CacheEviction e);
 
-struct DiskSpace {
-  uint64_t avail_bytes = 0;  // free for unprivileged users (statvfs f_bavail)
-  uint64_t total_bytes = 0;
-};
-
-// Free space of the file system holding `dir`, via statvfs.
-Result<DiskSpace> StatDiskSpace(const std::string& dir);
+using tessera::DiskSpace;
 
 struct DiskCacheOptions {
   // This volume's cache directory; blocks live under dir/raw/. Created if needed.
@@ -63,7 +58,9 @@ struct DiskCacheOptions {
   // slowed down by it). false: Put writes the file before returning.
   bool async_writes = true;
   uint64_t max_pending_bytes = 64ull << 20;
-  // Injectable for tests; default StatDiskSpace.
+  // Every file system call (tests give a FaultEnv); null = Env::Posix().
+  Env* env = nullptr;
+  // Injectable for tests; default env->Space.
   std::function<Result<DiskSpace>(const std::string& dir)> disk_space;
   // Seeds the 2-random sampling (0 = random).
   uint64_t seed = 0;

@@ -21,7 +21,6 @@
 #include <fmt/format.h>
 
 #include "chunk/layout.h"
-#include "common/file_io.h"
 #include "common/log.h"
 
 namespace tessera::chunk {
@@ -65,49 +64,18 @@ uint64_t PackSeq(std::string_view name) {
   return seq;
 }
 
-// Writes every iovec at off, in as many pwritev calls as needed.
-Status WriteFullAt(int fd, std::vector<iovec> iov, uint64_t off) {
-  size_t i = 0;
-  while (i < iov.size()) {
-    if (iov[i].iov_len == 0) {
-      ++i;
-      continue;
-    }
-    const int n = int(std::min<size_t>(iov.size() - i, IOV_MAX));
-    ssize_t w = ::pwritev(fd, &iov[i], n, off_t(off));
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return Status::Err(errno, "write");
-    }
-    if (w == 0) return Status::Err(EIO, "write made no progress");
-    off += uint64_t(w);
-    for (size_t left = size_t(w); left > 0;) {
-      if (left >= iov[i].iov_len) {
-        left -= iov[i].iov_len;
-        ++i;
-      } else {
-        iov[i].iov_base = static_cast<char*>(iov[i].iov_base) + left;
-        iov[i].iov_len -= left;
-        left = 0;
-      }
-    }
-  }
-  return Status::OK();
-}
-
-Status FsyncPath(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return Status::Err(errno, "open " + path);
-  int rc = ::fsync(fd);
-  int err = errno;
-  ::close(fd);
-  return rc == 0 ? Status::OK() : Status::Err(err, "fsync " + path);
+// fsync of a directory (its entries), through env.
+Status FsyncDir(Env* env, const std::string& path) {
+  ASSIGN_OR_RETURN(int fd, env->Open(path, O_RDONLY | O_DIRECTORY, 0));
+  Status st = env->Fsync(fd);
+  (void)env->Close(fd);
+  return st.With("fsync " + path);
 }
 
 }  // namespace
 
 StagingArea::Pack::~Pack() {
-  if (fd >= 0) ::close(fd);
+  if (fd >= 0) (void)env->Close(fd);  // nothing to do about a failed close of a read-only or synced pack
 }
 
 Result<std::unique_ptr<StagingArea>> StagingArea::Open(StagingOptions opts) {
@@ -115,36 +83,37 @@ Result<std::unique_ptr<StagingArea>> StagingArea::Open(StagingOptions opts) {
   if (!opts.upload) return Status::Err(EINVAL, "staging area: no upload function");
   if (!(opts.free_space_ratio >= 0 && opts.free_space_ratio < 1))
     return Status::Err(EINVAL, "staging area: free space ratio must be in [0, 1)");
-  if (!opts.disk_space) opts.disk_space = StatDiskSpace;
+  if (!opts.env) opts.env = Env::Posix();
+  if (!opts.disk_space) opts.disk_space = [env = opts.env](const std::string& dir) { return env->Space(dir); };
   opts.uploaders = std::max<size_t>(opts.uploaders, 1);
   opts.retry_initial = std::max(opts.retry_initial, std::chrono::milliseconds(1));
   opts.retry_max = std::max(opts.retry_max, opts.retry_initial);
   while (opts.dir.size() > 1 && opts.dir.back() == '/') opts.dir.pop_back();
 
-  std::error_code ec;
-  if (fs::create_directories(opts.dir, ec)) {
+  bool created = false;
+  RETURN_IF_ERROR(opts.env->MakeDirs(opts.dir, &created).With("staging area"));
+  if (created) {
     // A new directory: make its entry durable before any pack relies on it.
+    // If that fails, the first Sync's fsync of the directory reports it.
     const std::string parent = fs::path(opts.dir).parent_path().string();
-    if (Status st = FsyncPath(parent); !st.ok()) LOG_WARN("staging area: {}", st.ToString());
+    if (Status st = FsyncDir(opts.env, parent); !st.ok()) LOG_WARN("staging area: {}", st.ToString());
   }
-  if (ec) return Status::Err(ec.value(), "staging area: mkdir " + opts.dir + ": " + ec.message());
 
   const std::string lock_path = opts.dir + "/.lock";
   ASSIGN_OR_RETURN(int lock_fd, LockFile(lock_path, "staging area", opts.dir, 0600));
-  int dir_fd = ::open(opts.dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir_fd < 0) {
-    const int err = errno;
+  auto dir_fd = opts.env->Open(opts.dir, O_RDONLY | O_DIRECTORY, 0);
+  if (!dir_fd.ok()) {
     ::close(lock_fd);
-    return Status::Err(err, "staging area: open " + opts.dir);
+    return dir_fd.status().With("staging area");
   }
-  std::unique_ptr<StagingArea> area(new StagingArea(std::move(opts), lock_fd, dir_fd));
+  std::unique_ptr<StagingArea> area(new StagingArea(std::move(opts), lock_fd, *dir_fd));
   RETURN_IF_ERROR(area->Scan());
   for (size_t i = 0; i < area->opts_.uploaders; ++i) area->workers_.emplace_back(&StagingArea::Work, area.get());
   return area;
 }
 
 StagingArea::StagingArea(StagingOptions opts, int lock_fd, int dir_fd)
-    : opts_(std::move(opts)), lock_fd_(lock_fd), dir_fd_(dir_fd) {}
+    : opts_(std::move(opts)), env_(opts_.env), lock_fd_(lock_fd), dir_fd_(dir_fd) {}
 
 StagingArea::~StagingArea() {
   {
@@ -169,7 +138,7 @@ StagingArea::~StagingArea() {
       LOG_INFO("staging area {}: {} block(s), {} bytes not uploaded yet; they stay staged for the next mount",
                opts_.dir, records_.size(), pending_bytes_);
   }
-  ::close(dir_fd_);
+  (void)env_->Close(dir_fd_);  // read-only
   ::close(lock_fd_);
 }
 
@@ -202,15 +171,13 @@ Status StagingArea::Scan() {
 }
 
 Status StagingArea::ScanPack(const std::string& path, uint64_t seq) {
-  int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
-  if (fd < 0) return Status::Err(errno, "staging area: open " + path);
+  ASSIGN_OR_RETURN(int fd, env_->Open(path, O_RDWR, 0));
   auto pack = std::make_shared<Pack>();
+  pack->env = env_;
   pack->seq = seq;
   pack->path = path;
   pack->fd = fd;
-  struct stat st;
-  if (::fstat(fd, &st) != 0) return Status::Err(errno, "staging area: stat " + path);
-  const uint64_t size = uint64_t(st.st_size);
+  ASSIGN_OR_RETURN(const uint64_t size, env_->FileSize(fd));
 
   struct Found {
     std::string key;
@@ -226,7 +193,7 @@ Status StagingArea::ScanPack(const std::string& path, uint64_t seq) {
       why = "a partial header";
       break;
     }
-    if (Status rs = PreadFull(fd, header, kHeaderSize, off); !rs.ok()) return rs.With("staging area: " + path);
+    if (Status rs = PreadFull(env_, fd, header, kHeaderSize, off); !rs.ok()) return rs.With("staging area: " + path);
     const bool is_live = std::memcmp(header, kLive, 4) == 0;
     if (!is_live && std::memcmp(header, kDone, 4) != 0) {
       why = "no record magic";
@@ -244,7 +211,7 @@ Status StagingArea::ScanPack(const std::string& path, uint64_t seq) {
       break;
     }
     key.resize(key_len);
-    if (Status rs = PreadFull(fd, key.data(), key_len, off + kHeaderSize); !rs.ok())
+    if (Status rs = PreadFull(env_, fd, key.data(), key_len, off + kHeaderSize); !rs.ok())
       return rs.With("staging area: " + path);
     if (HeadSum(header, key) != GetLE(header + 24, 8)) {
       why = "a header checksum mismatch";
@@ -277,10 +244,10 @@ Status StagingArea::ScanPack(const std::string& path, uint64_t seq) {
 
 Result<std::shared_ptr<StagingArea::Pack>> StagingArea::NewPackLocked() {
   auto pack = std::make_shared<Pack>();
+  pack->env = env_;
   pack->seq = next_seq_++;
   pack->path = opts_.dir + "/" + PackName(pack->seq);
-  pack->fd = ::open(pack->path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (pack->fd < 0) return Status::Err(errno, "staging area: create " + pack->path);
+  ASSIGN_OR_RETURN(pack->fd, env_->Open(pack->path, O_RDWR | O_CREAT | O_EXCL, 0600));
   pack->open = true;
   packs_.emplace(pack->seq, pack);
   dir_dirty_ = true;
@@ -341,15 +308,22 @@ Status StagingArea::Append(const std::vector<Block>& blocks) {
     iov.push_back({const_cast<char*>(b.key.data()), b.key.size()});
     iov.push_back({const_cast<char*>(b.data.data()), b.data.size()});
   }
-  if (Status st = WriteFullAt(pack->fd, std::move(iov), base); !st.ok()) {
-    // Cut off what was written of the batch: the next append starts at base.
-    if (::ftruncate(pack->fd, off_t(base)) != 0) LOG_WARN("staging area: cannot truncate {}", pack->path);
+  if (Status st = PwriteFull(env_, pack->fd, std::move(iov), base); !st.ok()) {
+    // Cut off what was written of the batch: the next append starts at
+    // base. If even that fails, the pack takes no more appends (a scan
+    // would stop at the torn record, losing the records after it).
+    if (Status ts = env_->Ftruncate(pack->fd, base); !ts.ok()) {
+      LOG_WARN("staging area: cannot cut a failed append off {}: {}", pack->path, ts.ToString());
+      std::lock_guard lock(mu_);
+      pack->open = false;
+      if (current_ == pack) current_.reset();
+    }
     return st.With("staging area: append to " + pack->path);
   }
 
   {
     std::lock_guard lock(mu_);
-    const auto ready = std::chrono::steady_clock::now() + opts_.upload_delay;
+    const auto ready = env_->Now() + opts_.upload_delay;
     uint64_t off = base;
     for (size_t j = 0; j < take.size(); ++j) {
       const Block& b = blocks[take[j]];
@@ -392,9 +366,11 @@ Status StagingArea::Sync() {
     gen = appended_gen_;
   }
   Status st;
-  for (const auto& p : packs)
-    if (::fdatasync(p->fd) != 0 && st.ok()) st = Status::Err(errno, "fdatasync " + p->path);
-  if (st.ok() && dir && ::fsync(dir_fd_) != 0) st = Status::Err(errno, "fsync " + opts_.dir);
+  for (const auto& p : packs) {
+    Status ps = env_->Fdatasync(p->fd);
+    if (!ps.ok() && st.ok()) st = ps.With(p->path);
+  }
+  if (st.ok() && dir) st = env_->Fsync(dir_fd_).With(opts_.dir);
   std::lock_guard lock(mu_);
   if (!st.ok()) {  // try again next time
     dirty_.insert(dirty_.end(), packs.begin(), packs.end());
@@ -409,7 +385,7 @@ Status StagingArea::Sync() {
 Result<BlockRef> StagingArea::ReadRecord(const Pack& pack, uint64_t offset, uint32_t key_len, uint32_t len,
                                          uint64_t checksum) const {
   std::string data(len, '\0');
-  Status st = PreadFull(pack.fd, data.data(), len, offset + kHeaderSize + key_len);
+  Status st = PreadFull(env_, pack.fd, data.data(), len, offset + kHeaderSize + key_len);
   if (!st.ok()) return st.With("staging area: read " + pack.path + " at " + std::to_string(offset));
   if (XXH64(data.data(), data.size(), 0) != checksum)
     return Status::Err(EIO, "staging area: record at " + std::to_string(offset) + " of " + pack.path +
@@ -454,8 +430,9 @@ void StagingArea::FinishLocked(std::unordered_map<std::string, Record>::iterator
   Record& r = it->second;
   // Best effort: a record not marked done is only uploaded again by the next
   // client (or left in place if its slice is gone), never lost.
-  if (::pwrite(r.pack->fd, kDone, sizeof(kDone), off_t(r.offset)) != ssize_t(sizeof(kDone)))
-    LOG_WARN("staging area: cannot mark {} done in {}: {}", it->first, r.pack->path, std::strerror(errno));
+  iovec done{const_cast<char*>(kDone), sizeof(kDone)};
+  if (Status ws = PwriteFull(env_, r.pack->fd, {done}, r.offset); !ws.ok())
+    LOG_WARN("staging area: cannot mark {} done in {}: {}", it->first, r.pack->path, ws.ToString());
   switch (outcome) {
     case Outcome::kUploaded:
       ++counters_.uploaded;
@@ -477,8 +454,8 @@ void StagingArea::FinishLocked(std::unordered_map<std::string, Record>::iterator
 
 void StagingArea::DropPackLocked(const std::shared_ptr<Pack>& pack) {
   if (pack->gone) return;
-  if (::unlink(pack->path.c_str()) != 0 && errno != ENOENT)
-    LOG_WARN("staging area: cannot delete {}: {}", pack->path, std::strerror(errno));
+  if (Status us = env_->Unlink(pack->path); !us.ok() && !us.not_found())
+    LOG_WARN("staging area: cannot delete {} (the next mount retries): {}", pack->path, us.ToString());
   pack->gone = true;
   packs_.erase(pack->seq);
   if (current_ == pack) current_.reset();
@@ -492,8 +469,8 @@ void StagingArea::Work() {
     work_cv_.wait(lk, [&] { return stop_ || !queue_.empty(); });
     if (stop_) return;
     const auto ready = queue_.front().second;
-    if (draining_ == 0 && ready > std::chrono::steady_clock::now()) {  // --upload-delay
-      work_cv_.wait_until(lk, ready);
+    if (const auto now = env_->Now(); draining_ == 0 && ready > now) {  // --upload-delay
+      work_cv_.wait_for(lk, ready - now);
       continue;
     }
     const std::string key = std::move(queue_.front().first);
@@ -518,9 +495,10 @@ void StagingArea::Work() {
       continue;
     }
 
-    auto delay = opts_.retry_initial;
+    const RetryPolicy policy{0, opts_.retry_initial, opts_.retry_max};  // never gives up
     bool cancelled = false;
     for (int attempt = 1;; ++attempt) {
+      const auto delay = policy.Delay(attempt + 1);
       st = opts_.upload(key, block);
       lk.lock();
       it = records_.find(key);
@@ -535,7 +513,6 @@ void StagingArea::Work() {
       cancelled = it->second.cancelled;
       if (stop_ || cancelled) break;
       lk.unlock();
-      delay = std::min(delay * 2, opts_.retry_max);
     }
     // lk is held here.
     if (cancelled) {

@@ -35,6 +35,8 @@
 
 #include "chunk/disk_cache.h"
 #include "chunk/mem_cache.h"
+#include "common/env.h"
+#include "common/retry.h"
 #include "common/status.h"
 
 namespace tessera::chunk {
@@ -42,6 +44,9 @@ namespace tessera::chunk {
 struct StagingOptions {
   // The staging directory (CACHE_DIR/UUID/rawstaging); created if needed.
   std::string dir;
+  // Every file system call and the clock (tests give a FaultEnv); null =
+  // Env::Posix().
+  Env* env = nullptr;
   // Background upload workers (--max-uploads).
   size_t uploaders = 20;
   // Nice value of the upload workers (setpriority): background uploads
@@ -55,14 +60,16 @@ struct StagingOptions {
   // Append fails with ENOSPC rather than leave less than this fraction of the
   // file system free (0 = no check); the caller then uploads directly.
   double free_space_ratio = 0.1;
-  // Injectable for tests; default StatDiskSpace.
+  // Injectable for tests; default env->Space.
   std::function<Result<DiskSpace>(const std::string& dir)> disk_space;
   // A block is uploaded once it has been staged this long (--upload-delay):
   // a block whose slice is deleted meanwhile (overwritten and compacted, or
   // its file removed) is never uploaded. Blocks found at Open and blocks
   // waited for by Drain go at once.
   std::chrono::milliseconds upload_delay{0};
-  // Delay before retrying a failed upload, doubling up to retry_max.
+  // Pauses between tries of a failed upload (the retry policy's jittered
+  // doubling, common/retry.h): from retry_initial up to retry_max. Unlike
+  // other requests, a staged block's upload never gives up.
   std::chrono::milliseconds retry_initial{100};
   std::chrono::milliseconds retry_max{5000};
   // Uploads one block (required); called by the workers with verified bytes.
@@ -136,6 +143,7 @@ class StagingArea {
 
  private:
   struct Pack {
+    Env* env = nullptr;  // immutable
     uint64_t seq = 0;    // immutable
     std::string path;    // immutable
     int fd = -1;         // immutable; closed with the last reference
@@ -170,6 +178,7 @@ class StagingArea {
   Result<std::shared_ptr<Pack>> NewPackLocked();
 
   const StagingOptions opts_;  // immutable
+  Env* const env_;             // opts_.env
   const int lock_fd_;          // immutable; holds flock on dir/.lock
   const int dir_fd_;           // immutable; the directory, for fsync
 
@@ -182,7 +191,7 @@ class StagingArea {
   std::condition_variable idle_cv_;  // a record finished
   std::unordered_map<std::string, Record> records_;    // guarded by mu_: live records
   // guarded by mu_: keys to upload, oldest first, with the time their upload may start
-  std::deque<std::pair<std::string, std::chrono::steady_clock::time_point>> queue_;
+  std::deque<std::pair<std::string, std::chrono::steady_clock::time_point>> queue_;  // env_ clock
   std::unordered_map<uint64_t, std::shared_ptr<Pack>> packs_;  // guarded by mu_: by seq
   std::shared_ptr<Pack> current_;                      // guarded by mu_: takes appends
   std::vector<std::shared_ptr<Pack>> dirty_;           // guarded by mu_: appended since the last Sync

@@ -75,7 +75,8 @@ class SqliteConn {
     std::unique_ptr<SqliteConn> conn(new SqliteConn(path));
     sqlite3*& db = conn->db_;
     int rc =
-        sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
+        sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                        options.vfs.empty() ? nullptr : options.vfs.c_str());
     if (rc != SQLITE_OK) return conn->Error(rc, "cannot open database (the parent directory must exist)");
     if (sqlite3_db_readonly(db, "main") == 1) {
       return Status::Err(EACCES, "sqlite3 '" + path + "': database file is not writable");

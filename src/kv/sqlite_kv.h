@@ -34,6 +34,9 @@ struct SqliteOptions {
   // Times a whole transaction is tried while it keeps failing with
   // SQLITE_BUSY/SQLITE_LOCKED; then Run returns EBUSY (transient).
   int max_attempts = 10;
+  // The SQLite VFS to open the database with ("" = the default; tests use
+  // a fault-injecting one, sqlite_fault_vfs.h).
+  std::string vfs;
 };
 
 // Opens the database file at path (absolute, or relative to the working
