@@ -18,9 +18,8 @@
 
 #include "common/log.h"
 #include "meta/encoding.h"
-#include "meta/fault_meta.h"
+#include "meta/kv_meta_tx.h"
 #include "meta/meta_util.h"
-#include "meta/redis_meta.h"
 #include "common/url.h"
 
 namespace tessera::meta {
@@ -29,7 +28,7 @@ using chunk::kChunkSize;
 using chunk::Slice;
 using namespace keys;  // NOLINT
 
-namespace {
+// Transaction helpers shared by the kv_meta*.cc files (kv_meta_tx.h).
 
 Status GetAttrTx(kv::Txn& tx, Ino ino, Attr* attr) {
   auto v = tx.Get(AttrKey(ino));
@@ -84,6 +83,8 @@ Status RemovableEntryTx(kv::Txn& tx, const Context& ctx, Ino parent, const std::
   return StickyCheck(ctx, *pattr, *attr);
 }
 
+namespace {
+
 Status DirEmptyTx(kv::Txn& tx, Ino ino, bool* empty) {
   std::string prefix = EntryPrefix(ino);
   *empty = true;
@@ -92,6 +93,8 @@ Status DirEmptyTx(kv::Txn& tx, Ino ino, bool* empty) {
     return false;
   });
 }
+
+}  // namespace
 
 Status IncrTx(kv::Txn& tx, const char* name, int64_t delta) {
   if (delta == 0) return Status::OK();
@@ -115,6 +118,18 @@ Status QueueSlicesTx(kv::Txn& tx, std::string_view chunk_value) {
     if (s.id != 0) RETURN_IF_ERROR(tx.Put(SliceGcKey(s.id, s.size), ""));
   return Status::OK();
 }
+
+// A session that other clients cleaned (its client was cut off longer than
+// the session timeout) may not write: what it held was taken over.
+Status LiveSessionTx(kv::Txn& tx, uint64_t sid) {
+  if (sid == 0) return Status::OK();
+  auto s = tx.Get(SessionKey(sid));
+  if (s.ok()) return Status::OK();
+  if (!s.status().not_found()) return s.status();
+  return Status::Err(ESTALE, "session " + std::to_string(sid) + " expired (other clients cleaned it)");
+}
+
+namespace {
 
 // Appends slices to a chunk's list, then drops the older slices the list now
 // hides completely (queueing their objects for deletion), so overwritten
@@ -231,222 +246,6 @@ Status KvMeta::StatFS(const Context& ctx, StatFs* out) {
       true));
   FillStatFs(format_, used, inodes, out);
   return Status::OK();
-}
-
-// ---------------------------------------------------------------- sessions
-
-Status KvMeta::NewSession(const SessionInfo& in) {
-  SessionInfo info = CompleteSession(in);
-  return engine_->Run([&](kv::Txn& tx) {
-    auto r = tx.Incr(CounterKey(kNextSession), 1);
-    if (!r.ok()) return r.status();
-    sid_ = uint64_t(*r);
-    info.sid = sid_;
-    info.heartbeat = Now().sec;
-    RETURN_IF_ERROR(tx.Put(SessionKey(sid_), EncodeSession(info)));
-    return tx.Put(HeartbeatKey(sid_), EncodeI64(info.heartbeat));
-  });
-}
-
-namespace {
-// A session that other clients cleaned (its client was cut off longer than
-// the session timeout) may not write: what it held was taken over.
-Status LiveSessionTx(kv::Txn& tx, uint64_t sid) {
-  if (sid == 0) return Status::OK();
-  auto s = tx.Get(SessionKey(sid));
-  if (s.ok()) return Status::OK();
-  if (!s.status().not_found()) return s.status();
-  return Status::Err(ESTALE, "session " + std::to_string(sid) + " expired (other clients cleaned it)");
-}
-}  // namespace
-
-Status KvMeta::Heartbeat() {
-  const uint64_t sid = sid_;
-  if (sid == 0) return Status::OK();
-  return engine_->Run([&](kv::Txn& tx) {
-    RETURN_IF_ERROR(LiveSessionTx(tx, sid));
-    return tx.Put(HeartbeatKey(sid), EncodeI64(Now().sec));
-  });
-}
-
-Status KvMeta::CloseSession() {
-  if (sid_ == 0) return Status::OK();
-  (void)releases_.Flush();
-  refs_.Clear();
-  Status st = engine_->Run([&](kv::Txn& tx) { return CleanSessionTx(tx, sid_.load()); });
-  if (st.ok()) sid_ = 0;
-  return st;
-}
-
-Status KvMeta::CleanSessionTx(kv::Txn& tx, uint64_t sid) {
-  // Open-but-unlinked inodes of that session.
-  std::vector<Ino> sustained;
-  std::string prefix = SustainedPrefix(sid);
-  RETURN_IF_ERROR(tx.Scan(prefix, kv::PrefixEnd(prefix), 0, [&](std::string_view k, std::string_view) {
-    sustained.push_back(kv::ReadU64BE(k.substr(prefix.size())));
-    return true;
-  }));
-  for (Ino ino : sustained) {
-    Attr attr;
-    Status st = GetAttrTx(tx, ino, &attr);
-    if (st.ok() && attr.nlink == 0) RETURN_IF_ERROR(DeleteInodeTx(tx, ino, attr));
-    else if (!st.ok() && !st.not_found()) return st;
-    RETURN_IF_ERROR(tx.Delete(SustainedKey(sid, ino)));
-  }
-  // Locks held by that session.
-  std::vector<Ino> locked;
-  prefix = SessionLockPrefix(sid);
-  RETURN_IF_ERROR(tx.Scan(prefix, kv::PrefixEnd(prefix), 0, [&](std::string_view k, std::string_view) {
-    locked.push_back(kv::ReadU64BE(k.substr(prefix.size())));
-    return true;
-  }));
-  for (Ino ino : locked) {
-    for (const std::string& key : {FlockKey(ino), PlockKey(ino)}) {
-      auto v = tx.Get(key);
-      if (!v.ok()) continue;
-      auto locks = DecodeLocks(*v);
-      std::erase_if(locks, [&](const LockRecord& l) { return l.sid == sid; });
-      if (locks.empty()) RETURN_IF_ERROR(tx.Delete(key));
-      else RETURN_IF_ERROR(tx.Put(key, EncodeLocks(locks)));
-    }
-    RETURN_IF_ERROR(tx.Delete(SessionLockKey(sid, ino)));
-  }
-  RETURN_IF_ERROR(tx.Delete(SessionKey(sid)));
-  return tx.Delete(HeartbeatKey(sid));
-}
-
-Result<std::vector<SessionInfo>> KvMeta::ListSessions() {
-  std::vector<SessionInfo> out;
-  RETURN_IF_ERROR(engine_->Run(
-      [&](kv::Txn& tx) {
-        out.clear();
-        std::string prefix = SessionPrefix();
-        RETURN_IF_ERROR(tx.Scan(prefix, kv::PrefixEnd(prefix), 0, [&](std::string_view, std::string_view v) {
-          SessionInfo s;
-          if (DecodeSession(v, &s).ok()) out.push_back(s);
-          return true;
-        }));
-        for (auto& s : out) {
-          auto hb = tx.Get(HeartbeatKey(s.sid));
-          if (hb.ok()) s.heartbeat = DecodeI64(*hb);
-        }
-        return Status::OK();
-      },
-      true));
-  return out;
-}
-
-Result<int> KvMeta::CleanStaleSessions(int64_t timeout_sec) {
-  ASSIGN_OR_RETURN(auto sessions, ListSessions());
-  int64_t now = Now().sec;
-  int cleaned = 0;
-  for (const auto& s : sessions) {
-    if (s.sid == sid_ || !SessionDead(s, now, timeout_sec)) continue;
-    RETURN_IF_ERROR(engine_->Run([&](kv::Txn& tx) { return CleanSessionTx(tx, s.sid); }));
-    ++cleaned;
-  }
-  return cleaned;
-}
-
-// ---------------------------------------------------------------- deletion
-
-Status KvMeta::DeleteInodeTx(kv::Txn& tx, Ino ino, const Attr& attr) {
-  RETURN_IF_ERROR(tx.Delete(AttrKey(ino)));
-  RETURN_IF_ERROR(DeletePrefixTx(tx, XattrPrefix(ino)));
-  if (attr.IsSymlink()) RETURN_IF_ERROR(tx.Delete(SymlinkKey(ino)));
-  if (attr.IsFile()) {
-    RETURN_IF_ERROR(tx.Put(DeletedKey(ino), EncodeI64(int64_t(attr.length))));
-    RETURN_IF_ERROR(IncrTx(tx, kUsedSpace, -int64_t(Align4K(attr.length))));
-  }
-  RETURN_IF_ERROR(tx.Delete(FlockKey(ino)));
-  RETURN_IF_ERROR(tx.Delete(PlockKey(ino)));
-  return IncrTx(tx, kTotalInodes, -1);
-}
-
-Status KvMeta::ReleaseInodeTx(kv::Txn& tx, Ino ino, const Attr& attr) {
-  // Marked sustained even if the transaction then rolls back: DropRefs rechecks.
-  if (sid_ != 0 && refs_.Sustain(ino)) {
-    RETURN_IF_ERROR(PutAttrTx(tx, ino, attr));
-    return tx.Put(SustainedKey(sid_, ino), "");
-  }
-  return DeleteInodeTx(tx, ino, attr);
-}
-
-Result<int> KvMeta::CleanupDeleted(const SliceDeleter& deleter, int max_items) {
-  (void)releases_.Flush();
-  // 1. Move the chunks of deleted inodes into the slice queue, a bounded batch
-  //    per transaction so huge files do not make huge transactions.
-  std::vector<Ino> inodes;
-  RETURN_IF_ERROR(engine_->Run(
-      [&](kv::Txn& tx) {
-        inodes.clear();
-        std::string prefix = DeletedPrefix();
-        return tx.Scan(prefix, kv::PrefixEnd(prefix), size_t(max_items), [&](std::string_view k, std::string_view) {
-          inodes.push_back(kv::ReadU64BE(k.substr(prefix.size())));
-          return true;
-        });
-      },
-      true));
-  // Many small files share a transaction; a huge one takes several.
-  constexpr size_t kChunksPerTxn = 256;
-  for (size_t next = 0; next < inodes.size();) {
-    size_t progress = next;
-    RETURN_IF_ERROR(engine_->Run([&](kv::Txn& tx) {
-      size_t i = next, budget = kChunksPerTxn;
-      while (i < inodes.size() && budget > 0) {
-        std::vector<std::pair<std::string, std::string>> chunks;
-        std::string prefix = ChunkPrefix(inodes[i]);
-        RETURN_IF_ERROR(tx.Scan(prefix, kv::PrefixEnd(prefix), budget, [&](std::string_view k, std::string_view v) {
-          chunks.emplace_back(k, v);
-          return true;
-        }));
-        for (auto& [k, v] : chunks) {
-          RETURN_IF_ERROR(QueueSlicesTx(tx, v));
-          RETURN_IF_ERROR(tx.Delete(k));
-        }
-        if (chunks.size() == budget) break;  // maybe more: this inode continues in the next transaction
-        budget -= chunks.size();
-        RETURN_IF_ERROR(tx.Delete(DeletedKey(inodes[i])));
-        ++i;
-      }
-      progress = i;
-      return Status::OK();
-    }));
-    next = progress;  // unchanged when one huge inode used the whole budget: go on with it
-  }
-  // 2. Delete the objects of queued slices, then forget them.
-  std::vector<std::pair<uint64_t, uint32_t>> slices;
-  RETURN_IF_ERROR(engine_->Run(
-      [&](kv::Txn& tx) {
-        slices.clear();
-        std::string prefix = SliceGcPrefix();
-        return tx.Scan(prefix, kv::PrefixEnd(prefix), size_t(max_items), [&](std::string_view k, std::string_view) {
-          auto rest = k.substr(prefix.size());
-          slices.emplace_back(kv::ReadU64BE(rest), kv::ReadU32BE(rest.substr(8)));
-          return true;
-        });
-      },
-      true));
-  // Objects first, then one transaction forgets every slice whose objects
-  // are gone (a crash in between only repeats some deletions).
-  std::vector<std::pair<uint64_t, uint32_t>> done;
-  Status failed;
-  for (auto [id, size] : slices) {
-    Status st = deleter(id, size);
-    if (!st.ok()) {
-      failed = st;
-      break;
-    }
-    done.emplace_back(id, size);
-  }
-  if (!done.empty()) {
-    RETURN_IF_ERROR(engine_->Run([&](kv::Txn& tx) {
-      for (auto [id, size] : done) RETURN_IF_ERROR(tx.Delete(SliceGcKey(id, size)));
-      return Status::OK();
-    }));
-  }
-  if (!failed.ok()) return failed;
-  return int(done.size());
 }
 
 // ---------------------------------------------------------------- namespace
@@ -1049,241 +848,6 @@ Status KvMeta::CompactChunk(Ino ino, uint32_t chunk_index, const std::vector<Sli
     if (value.empty()) return tx.Delete(key);
     return tx.Put(key, value);
   });
-}
-
-// ---------------------------------------------------------------- xattrs
-
-namespace {
-// "user." attributes are only for regular files and directories (elsewhere
-// reading finds none, ENODATA, and writing is refused, EPERM, as in Linux's
-// xattr_permission); reading needs read permission, changing needs write
-// permission (or ownership for the "trusted."/"security." namespaces, which
-// need root).
-Status XattrAccess(const Context& ctx, const Attr& attr, const std::string& name, int mask) {
-  if (name.rfind("user.", 0) == 0) {
-    if (!attr.IsFile() && !attr.IsDir()) return Status::Err((mask & W_OK) ? EPERM : ENODATA);
-    return CheckPermission(ctx, attr, mask);
-  }
-  if (name.rfind("trusted.", 0) == 0) return ctx.IsRoot() ? Status::OK() : Status::Err(EPERM);
-  if (name.rfind("security.", 0) == 0 || name.rfind("system.", 0) == 0) {
-    if (mask & W_OK) return (ctx.IsRoot() || ctx.uid == attr.uid) ? Status::OK() : Status::Err(EPERM);
-    return Status::OK();
-  }
-  return Status::Err(EOPNOTSUPP);
-}
-}  // namespace
-
-Status KvMeta::GetXattr(const Context& ctx, Ino ino, const std::string& name, std::string* value) {
-  RETURN_IF_ERROR(CheckXattrName(name));
-  return engine_->Run(
-      [&](kv::Txn& tx) {
-        Attr attr;
-        RETURN_IF_ERROR(GetAttrTx(tx, ino, &attr));
-        RETURN_IF_ERROR(XattrAccess(ctx, attr, name, R_OK));
-        auto v = tx.Get(XattrKey(ino, name));
-        if (!v.ok()) return v.status().not_found() ? Status::Err(ENODATA) : v.status();
-        *value = std::move(*v);
-        return Status::OK();
-      },
-      true);
-}
-
-Status KvMeta::SetXattr(const Context& ctx, Ino ino, const std::string& name, const std::string& value, int flags) {
-  RETURN_IF_ERROR(CheckXattrName(name));
-  if (value.size() > XATTR_SIZE_MAX) return Status::Err(E2BIG);
-  if (flags & ~(XATTR_CREATE | XATTR_REPLACE)) return Status::Err(EINVAL);
-  Timespec now = Now();
-  return engine_->Run([&](kv::Txn& tx) {
-    Attr attr;
-    RETURN_IF_ERROR(GetAttrTx(tx, ino, &attr));
-    RETURN_IF_ERROR(XattrAccess(ctx, attr, name, W_OK));
-    std::string key = XattrKey(ino, name);
-    auto v = tx.Get(key);
-    if (!v.ok() && !v.status().not_found()) return v.status();
-    if (v.ok() && (flags & XATTR_CREATE)) return Status::Err(EEXIST);
-    if (!v.ok() && (flags & XATTR_REPLACE)) return Status::Err(ENODATA);
-    RETURN_IF_ERROR(tx.Put(key, value));
-    attr.ctime = now;
-    return PutAttrTx(tx, ino, attr);
-  });
-}
-
-Status KvMeta::ListXattr(const Context& ctx, Ino ino, std::vector<std::string>* names) {
-  return engine_->Run(
-      [&](kv::Txn& tx) {
-        names->clear();
-        Attr attr;
-        RETURN_IF_ERROR(GetAttrTx(tx, ino, &attr));
-        std::string prefix = XattrPrefix(ino);
-        return tx.Scan(prefix, kv::PrefixEnd(prefix), 0, [&](std::string_view k, std::string_view) {
-          names->emplace_back(k.substr(prefix.size()));
-          return true;
-        });
-      },
-      true);
-}
-
-Status KvMeta::RemoveXattr(const Context& ctx, Ino ino, const std::string& name) {
-  RETURN_IF_ERROR(CheckXattrName(name));
-  Timespec now = Now();
-  return engine_->Run([&](kv::Txn& tx) {
-    Attr attr;
-    RETURN_IF_ERROR(GetAttrTx(tx, ino, &attr));
-    RETURN_IF_ERROR(XattrAccess(ctx, attr, name, W_OK));
-    std::string key = XattrKey(ino, name);
-    auto v = tx.Get(key);
-    if (!v.ok()) return v.status().not_found() ? Status::Err(ENODATA) : v.status();
-    RETURN_IF_ERROR(tx.Delete(key));
-    attr.ctime = now;
-    return PutAttrTx(tx, ino, attr);
-  });
-}
-
-// ---------------------------------------------------------------- locks
-
-Status KvMeta::Flock(const Context& ctx, Ino ino, uint64_t owner, LockType type) {
-  return engine_->Run([&](kv::Txn& tx) {
-    Attr attr;
-    RETURN_IF_ERROR(GetAttrTx(tx, ino, &attr));
-    auto v = tx.Get(FlockKey(ino));
-    std::vector<LockRecord> locks;
-    if (v.ok()) locks = DecodeLocks(*v);
-    else if (!v.status().not_found()) return v.status();
-    std::erase_if(locks, [&](const LockRecord& l) { return l.sid == sid_ && l.owner == owner && type == kUnlock; });
-    if (type != kUnlock) {
-      for (const auto& l : locks) {
-        if (l.sid == sid_ && l.owner == owner) continue;
-        if (type == kWriteLock || l.type == kWriteLock) return Status::Err(EAGAIN);
-      }
-      std::erase_if(locks, [&](const LockRecord& l) { return l.sid == sid_ && l.owner == owner; });
-      locks.push_back(LockRecord{sid_, owner, type, 0, UINT64_MAX, ctx.pid});
-      RETURN_IF_ERROR(tx.Put(SessionLockKey(sid_, ino), ""));
-    }
-    if (locks.empty()) return tx.Delete(FlockKey(ino));
-    return tx.Put(FlockKey(ino), EncodeLocks(locks));
-  });
-}
-
-Status KvMeta::GetLk(const Context& ctx, Ino ino, uint64_t owner, PosixLock* lock) {
-  return engine_->Run(
-      [&](kv::Txn& tx) {
-        auto v = tx.Get(PlockKey(ino));
-        PosixLock want = *lock;
-        lock->type = kUnlock;
-        if (!v.ok()) return v.status().not_found() ? Status::OK() : v.status();
-        for (const auto& l : DecodeLocks(*v)) {
-          if (l.sid == sid_ && l.owner == owner) continue;
-          bool overlap = l.start <= want.end && want.start <= l.end;
-          if (overlap && (want.type == kWriteLock || l.type == kWriteLock)) {
-            *lock = PosixLock{LockType(l.type), l.start, l.end, l.sid == sid_ ? l.pid : 0};
-            return Status::OK();
-          }
-        }
-        return Status::OK();
-      },
-      true);
-}
-
-Status KvMeta::SetLk(const Context& ctx, Ino ino, uint64_t owner, const PosixLock& lock) {
-  if (lock.start > lock.end) return Status::Err(EINVAL);
-  return engine_->Run([&](kv::Txn& tx) {
-    Attr attr;
-    RETURN_IF_ERROR(GetAttrTx(tx, ino, &attr));
-    auto v = tx.Get(PlockKey(ino));
-    std::vector<LockRecord> locks;
-    if (v.ok()) locks = DecodeLocks(*v);
-    else if (!v.status().not_found()) return v.status();
-    if (lock.type != kUnlock) {
-      for (const auto& l : locks) {
-        if (l.sid == sid_ && l.owner == owner) continue;
-        bool overlap = l.start <= lock.end && lock.start <= l.end;
-        if (overlap && (lock.type == kWriteLock || l.type == kWriteLock)) return Status::Err(EAGAIN);
-      }
-    }
-    // Carve [start, end] out of this owner's ranges, then add the new range.
-    std::vector<LockRecord> next;
-    for (const auto& l : locks) {
-      bool mine = l.sid == sid_ && l.owner == owner;
-      if (!mine || l.end < lock.start || l.start > lock.end) {
-        next.push_back(l);
-        continue;
-      }
-      if (l.start < lock.start) {
-        LockRecord left = l;
-        left.end = lock.start - 1;
-        next.push_back(left);
-      }
-      if (l.end > lock.end) {
-        LockRecord right = l;
-        right.start = lock.end + 1;
-        next.push_back(right);
-      }
-    }
-    if (lock.type != kUnlock) {
-      next.push_back(LockRecord{sid_, owner, lock.type, lock.start, lock.end, lock.pid});
-      RETURN_IF_ERROR(tx.Put(SessionLockKey(sid_, ino), ""));
-    }
-    if (next.empty()) return tx.Delete(PlockKey(ino));
-    return tx.Put(PlockKey(ino), EncodeLocks(next));
-  });
-}
-
-// ---------------------------------------------------------------- fsck
-
-Status KvMeta::Check(std::vector<std::string>* problems) {
-  (void)releases_.Flush();
-  return engine_->Run(
-      [&](kv::Txn& tx) {
-        problems->clear();
-        // Gather inodes and entries in one pass over the "A" space.
-        std::unordered_map<Ino, Attr> attrs;
-        std::vector<std::tuple<Ino, std::string, Ino>> entries;
-        RETURN_IF_ERROR(tx.Scan("A", "B", 0, [&](std::string_view k, std::string_view v) {
-          if (k.size() < 10) return true;
-          Ino ino = kv::ReadU64BE(k.substr(1, 8));
-          char kind = k[9];
-          if (kind == 'I') {
-            Attr a;
-            if (DecodeAttr(v, &a).ok()) attrs[ino] = a;
-            else problems->push_back(fmt::format("inode {}: undecodable attributes", ino));
-          } else if (kind == 'D') {
-            Ino child = 0;
-            uint32_t type = 0;
-            if (DecodeEntry(v, &child, &type).ok()) entries.emplace_back(ino, std::string(k.substr(10)), child);
-          }
-          return true;
-        }));
-        CheckTree(attrs, entries, problems);
-        return Status::OK();
-      },
-      true);
-}
-
-// ---------------------------------------------------------------- factory
-
-namespace {
-Result<std::unique_ptr<Meta>> OpenEngine(const std::string& url) {
-  const std::string scheme = UrlScheme(url);
-  if (scheme == "redis" || scheme == "rediss" || scheme == "unix") return RedisMeta::Open(url);
-  if (scheme != "sqlite3" && scheme != "memory" && scheme != "postgres" && scheme != "postgresql") {
-    return Status::Err(EINVAL, "unsupported META-URL '" + RedactUrl(url) +
-                                   "': expected sqlite3://PATH, redis://[USER:PASSWORD@]HOST[:PORT]/DB, "
-                                   "unix:///PATH/redis.sock?db=N, postgres://[USER[:PASSWORD]@]HOST[:PORT]/DB or "
-                                   "memory://[NAME]");
-  }
-  ASSIGN_OR_RETURN(auto engine, kv::Open(url));
-  return std::unique_ptr<Meta>(new KvMeta(std::move(engine)));
-}
-}  // namespace
-
-Result<std::unique_ptr<Meta>> Open(const std::string& url) {
-  ASSIGN_OR_RETURN(std::unique_ptr<Meta> meta, OpenEngine(url));
-  if (const char* faults = std::getenv("TESSERA_META_FAULTS"); faults && *faults) {
-    ASSIGN_OR_RETURN(FaultMeta::Spec spec, FaultMeta::Spec::Parse(faults));
-    LOG_WARN("metadata engine {}: injecting faults ({})", meta->Name(), spec.ToString());
-    meta = std::make_unique<FaultMeta>(std::move(meta), spec);
-  }
-  return meta;
 }
 
 }  // namespace tessera::meta

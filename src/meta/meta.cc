@@ -4,7 +4,16 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <ctime>
+#include <memory>
+
+#include "common/log.h"
+#include "common/url.h"
+#include "kv/kv.h"
+#include "meta/fault_meta.h"
+#include "meta/kv_meta.h"
+#include "meta/redis_meta.h"
 
 namespace tessera::meta {
 
@@ -51,5 +60,33 @@ Status CheckPermission(const Context& ctx, const Attr& attr, int mask) {
   if ((perm & uint32_t(mask)) != uint32_t(mask)) return Status::Err(EACCES);
   return Status::OK();
 }
+
+// ---------------------------------------------------------------- factory
+
+namespace {
+Result<std::unique_ptr<Meta>> OpenEngine(const std::string& url) {
+  const std::string scheme = UrlScheme(url);
+  if (scheme == "redis" || scheme == "rediss" || scheme == "unix") return RedisMeta::Open(url);
+  if (scheme != "sqlite3" && scheme != "memory" && scheme != "postgres" && scheme != "postgresql") {
+    return Status::Err(EINVAL, "unsupported META-URL '" + RedactUrl(url) +
+                                   "': expected sqlite3://PATH, redis://[USER:PASSWORD@]HOST[:PORT]/DB, "
+                                   "unix:///PATH/redis.sock?db=N, postgres://[USER[:PASSWORD]@]HOST[:PORT]/DB or "
+                                   "memory://[NAME]");
+  }
+  ASSIGN_OR_RETURN(auto engine, kv::Open(url));
+  return std::unique_ptr<Meta>(new KvMeta(std::move(engine)));
+}
+}  // namespace
+
+Result<std::unique_ptr<Meta>> Open(const std::string& url) {
+  ASSIGN_OR_RETURN(std::unique_ptr<Meta> meta, OpenEngine(url));
+  if (const char* faults = std::getenv("TESSERA_META_FAULTS"); faults && *faults) {
+    ASSIGN_OR_RETURN(FaultMeta::Spec spec, FaultMeta::Spec::Parse(faults));
+    LOG_WARN("metadata engine {}: injecting faults ({})", meta->Name(), spec.ToString());
+    meta = std::make_unique<FaultMeta>(std::move(meta), spec);
+  }
+  return meta;
+}
+
 
 }  // namespace tessera::meta

@@ -1,0 +1,262 @@
+// KvMeta: sessions, reclaiming deleted inodes and slices, and fsck.
+#include <fcntl.h>
+#include <linux/falloc.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <map>
+#include <unordered_set>
+
+#include <fmt/format.h>
+
+#include "common/log.h"
+#include "meta/encoding.h"
+#include "meta/kv_meta.h"
+#include "meta/kv_meta_tx.h"
+#include "meta/meta_util.h"
+
+namespace tessera::meta {
+
+using chunk::kChunkSize;
+using chunk::Slice;
+using namespace keys;  // NOLINT
+
+// ---------------------------------------------------------------- sessions
+
+Status KvMeta::NewSession(const SessionInfo& in) {
+  SessionInfo info = CompleteSession(in);
+  return engine_->Run([&](kv::Txn& tx) {
+    auto r = tx.Incr(CounterKey(kNextSession), 1);
+    if (!r.ok()) return r.status();
+    sid_ = uint64_t(*r);
+    info.sid = sid_;
+    info.heartbeat = Now().sec;
+    RETURN_IF_ERROR(tx.Put(SessionKey(sid_), EncodeSession(info)));
+    return tx.Put(HeartbeatKey(sid_), EncodeI64(info.heartbeat));
+  });
+}
+
+
+Status KvMeta::Heartbeat() {
+  const uint64_t sid = sid_;
+  if (sid == 0) return Status::OK();
+  return engine_->Run([&](kv::Txn& tx) {
+    RETURN_IF_ERROR(LiveSessionTx(tx, sid));
+    return tx.Put(HeartbeatKey(sid), EncodeI64(Now().sec));
+  });
+}
+
+Status KvMeta::CloseSession() {
+  if (sid_ == 0) return Status::OK();
+  (void)releases_.Flush();
+  refs_.Clear();
+  Status st = engine_->Run([&](kv::Txn& tx) { return CleanSessionTx(tx, sid_.load()); });
+  if (st.ok()) sid_ = 0;
+  return st;
+}
+
+Status KvMeta::CleanSessionTx(kv::Txn& tx, uint64_t sid) {
+  // Open-but-unlinked inodes of that session.
+  std::vector<Ino> sustained;
+  std::string prefix = SustainedPrefix(sid);
+  RETURN_IF_ERROR(tx.Scan(prefix, kv::PrefixEnd(prefix), 0, [&](std::string_view k, std::string_view) {
+    sustained.push_back(kv::ReadU64BE(k.substr(prefix.size())));
+    return true;
+  }));
+  for (Ino ino : sustained) {
+    Attr attr;
+    Status st = GetAttrTx(tx, ino, &attr);
+    if (st.ok() && attr.nlink == 0) RETURN_IF_ERROR(DeleteInodeTx(tx, ino, attr));
+    else if (!st.ok() && !st.not_found()) return st;
+    RETURN_IF_ERROR(tx.Delete(SustainedKey(sid, ino)));
+  }
+  // Locks held by that session.
+  std::vector<Ino> locked;
+  prefix = SessionLockPrefix(sid);
+  RETURN_IF_ERROR(tx.Scan(prefix, kv::PrefixEnd(prefix), 0, [&](std::string_view k, std::string_view) {
+    locked.push_back(kv::ReadU64BE(k.substr(prefix.size())));
+    return true;
+  }));
+  for (Ino ino : locked) {
+    for (const std::string& key : {FlockKey(ino), PlockKey(ino)}) {
+      auto v = tx.Get(key);
+      if (!v.ok()) continue;
+      auto locks = DecodeLocks(*v);
+      std::erase_if(locks, [&](const LockRecord& l) { return l.sid == sid; });
+      if (locks.empty()) RETURN_IF_ERROR(tx.Delete(key));
+      else RETURN_IF_ERROR(tx.Put(key, EncodeLocks(locks)));
+    }
+    RETURN_IF_ERROR(tx.Delete(SessionLockKey(sid, ino)));
+  }
+  RETURN_IF_ERROR(tx.Delete(SessionKey(sid)));
+  return tx.Delete(HeartbeatKey(sid));
+}
+
+Result<std::vector<SessionInfo>> KvMeta::ListSessions() {
+  std::vector<SessionInfo> out;
+  RETURN_IF_ERROR(engine_->Run(
+      [&](kv::Txn& tx) {
+        out.clear();
+        std::string prefix = SessionPrefix();
+        RETURN_IF_ERROR(tx.Scan(prefix, kv::PrefixEnd(prefix), 0, [&](std::string_view, std::string_view v) {
+          SessionInfo s;
+          if (DecodeSession(v, &s).ok()) out.push_back(s);
+          return true;
+        }));
+        for (auto& s : out) {
+          auto hb = tx.Get(HeartbeatKey(s.sid));
+          if (hb.ok()) s.heartbeat = DecodeI64(*hb);
+        }
+        return Status::OK();
+      },
+      true));
+  return out;
+}
+
+Result<int> KvMeta::CleanStaleSessions(int64_t timeout_sec) {
+  ASSIGN_OR_RETURN(auto sessions, ListSessions());
+  int64_t now = Now().sec;
+  int cleaned = 0;
+  for (const auto& s : sessions) {
+    if (s.sid == sid_ || !SessionDead(s, now, timeout_sec)) continue;
+    RETURN_IF_ERROR(engine_->Run([&](kv::Txn& tx) { return CleanSessionTx(tx, s.sid); }));
+    ++cleaned;
+  }
+  return cleaned;
+}
+
+// ---------------------------------------------------------------- deletion
+
+Status KvMeta::DeleteInodeTx(kv::Txn& tx, Ino ino, const Attr& attr) {
+  RETURN_IF_ERROR(tx.Delete(AttrKey(ino)));
+  RETURN_IF_ERROR(DeletePrefixTx(tx, XattrPrefix(ino)));
+  if (attr.IsSymlink()) RETURN_IF_ERROR(tx.Delete(SymlinkKey(ino)));
+  if (attr.IsFile()) {
+    RETURN_IF_ERROR(tx.Put(DeletedKey(ino), EncodeI64(int64_t(attr.length))));
+    RETURN_IF_ERROR(IncrTx(tx, kUsedSpace, -int64_t(Align4K(attr.length))));
+  }
+  RETURN_IF_ERROR(tx.Delete(FlockKey(ino)));
+  RETURN_IF_ERROR(tx.Delete(PlockKey(ino)));
+  return IncrTx(tx, kTotalInodes, -1);
+}
+
+Status KvMeta::ReleaseInodeTx(kv::Txn& tx, Ino ino, const Attr& attr) {
+  // Marked sustained even if the transaction then rolls back: DropRefs rechecks.
+  if (sid_ != 0 && refs_.Sustain(ino)) {
+    RETURN_IF_ERROR(PutAttrTx(tx, ino, attr));
+    return tx.Put(SustainedKey(sid_, ino), "");
+  }
+  return DeleteInodeTx(tx, ino, attr);
+}
+
+Result<int> KvMeta::CleanupDeleted(const SliceDeleter& deleter, int max_items) {
+  (void)releases_.Flush();
+  // 1. Move the chunks of deleted inodes into the slice queue, a bounded batch
+  //    per transaction so huge files do not make huge transactions.
+  std::vector<Ino> inodes;
+  RETURN_IF_ERROR(engine_->Run(
+      [&](kv::Txn& tx) {
+        inodes.clear();
+        std::string prefix = DeletedPrefix();
+        return tx.Scan(prefix, kv::PrefixEnd(prefix), size_t(max_items), [&](std::string_view k, std::string_view) {
+          inodes.push_back(kv::ReadU64BE(k.substr(prefix.size())));
+          return true;
+        });
+      },
+      true));
+  // Many small files share a transaction; a huge one takes several.
+  constexpr size_t kChunksPerTxn = 256;
+  for (size_t next = 0; next < inodes.size();) {
+    size_t progress = next;
+    RETURN_IF_ERROR(engine_->Run([&](kv::Txn& tx) {
+      size_t i = next, budget = kChunksPerTxn;
+      while (i < inodes.size() && budget > 0) {
+        std::vector<std::pair<std::string, std::string>> chunks;
+        std::string prefix = ChunkPrefix(inodes[i]);
+        RETURN_IF_ERROR(tx.Scan(prefix, kv::PrefixEnd(prefix), budget, [&](std::string_view k, std::string_view v) {
+          chunks.emplace_back(k, v);
+          return true;
+        }));
+        for (auto& [k, v] : chunks) {
+          RETURN_IF_ERROR(QueueSlicesTx(tx, v));
+          RETURN_IF_ERROR(tx.Delete(k));
+        }
+        if (chunks.size() == budget) break;  // maybe more: this inode continues in the next transaction
+        budget -= chunks.size();
+        RETURN_IF_ERROR(tx.Delete(DeletedKey(inodes[i])));
+        ++i;
+      }
+      progress = i;
+      return Status::OK();
+    }));
+    next = progress;  // unchanged when one huge inode used the whole budget: go on with it
+  }
+  // 2. Delete the objects of queued slices, then forget them.
+  std::vector<std::pair<uint64_t, uint32_t>> slices;
+  RETURN_IF_ERROR(engine_->Run(
+      [&](kv::Txn& tx) {
+        slices.clear();
+        std::string prefix = SliceGcPrefix();
+        return tx.Scan(prefix, kv::PrefixEnd(prefix), size_t(max_items), [&](std::string_view k, std::string_view) {
+          auto rest = k.substr(prefix.size());
+          slices.emplace_back(kv::ReadU64BE(rest), kv::ReadU32BE(rest.substr(8)));
+          return true;
+        });
+      },
+      true));
+  // Objects first, then one transaction forgets every slice whose objects
+  // are gone (a crash in between only repeats some deletions).
+  std::vector<std::pair<uint64_t, uint32_t>> done;
+  Status failed;
+  for (auto [id, size] : slices) {
+    Status st = deleter(id, size);
+    if (!st.ok()) {
+      failed = st;
+      break;
+    }
+    done.emplace_back(id, size);
+  }
+  if (!done.empty()) {
+    RETURN_IF_ERROR(engine_->Run([&](kv::Txn& tx) {
+      for (auto [id, size] : done) RETURN_IF_ERROR(tx.Delete(SliceGcKey(id, size)));
+      return Status::OK();
+    }));
+  }
+  if (!failed.ok()) return failed;
+  return int(done.size());
+}
+
+// ---------------------------------------------------------------- fsck
+
+Status KvMeta::Check(std::vector<std::string>* problems) {
+  (void)releases_.Flush();
+  return engine_->Run(
+      [&](kv::Txn& tx) {
+        problems->clear();
+        // Gather inodes and entries in one pass over the "A" space.
+        std::unordered_map<Ino, Attr> attrs;
+        std::vector<std::tuple<Ino, std::string, Ino>> entries;
+        RETURN_IF_ERROR(tx.Scan("A", "B", 0, [&](std::string_view k, std::string_view v) {
+          if (k.size() < 10) return true;
+          Ino ino = kv::ReadU64BE(k.substr(1, 8));
+          char kind = k[9];
+          if (kind == 'I') {
+            Attr a;
+            if (DecodeAttr(v, &a).ok()) attrs[ino] = a;
+            else problems->push_back(fmt::format("inode {}: undecodable attributes", ino));
+          } else if (kind == 'D') {
+            Ino child = 0;
+            uint32_t type = 0;
+            if (DecodeEntry(v, &child, &type).ok()) entries.emplace_back(ino, std::string(k.substr(10)), child);
+          }
+          return true;
+        }));
+        CheckTree(attrs, entries, problems);
+        return Status::OK();
+      },
+      true);
+}
+
+}  // namespace tessera::meta

@@ -1,0 +1,30 @@
+// Transaction helpers shared by KvMeta's files (kv_meta.cc, kv_meta_session.cc,
+// kv_meta_xattr_lock.cc). Internal to src/meta.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "kv/kv.h"
+#include "meta/meta.h"
+
+namespace tessera::meta {
+
+Status GetAttrTx(kv::Txn& tx, Ino ino, Attr* attr);
+Status PutAttrTx(kv::Txn& tx, Ino ino, const Attr& attr);
+// ENOENT when the entry does not exist.
+Status GetEntryTx(kv::Txn& tx, Ino parent, const std::string& name, Ino* ino, uint32_t* type);
+// Loads a directory's attributes and checks the caller may modify it (w+x).
+Status WritableDirTx(kv::Txn& tx, const Context& ctx, Ino parent, Attr* pattr);
+Status StickyCheck(const Context& ctx, const Attr& dir, const Attr& child);
+Status FreeNameTx(kv::Txn& tx, const Context& ctx, Ino parent, const std::string& name, Attr* pattr);
+Status RemovableEntryTx(kv::Txn& tx, const Context& ctx, Ino parent, const std::string& name, Attr* pattr,
+                        Ino* ino, Attr* attr);
+Status IncrTx(kv::Txn& tx, const char* name, int64_t delta);
+Status DeletePrefixTx(kv::Txn& tx, const std::string& prefix);
+// Queues every real slice of a chunk list for object deletion.
+Status QueueSlicesTx(kv::Txn& tx, std::string_view chunk_value);
+// ESTALE if session sid (0: none) no longer exists (meta.h, Heartbeat).
+Status LiveSessionTx(kv::Txn& tx, uint64_t sid);
+
+}  // namespace tessera::meta
