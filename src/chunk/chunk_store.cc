@@ -486,7 +486,9 @@ void ChunkStore::WaitForCacheWrites() {
 }
 
 Status ChunkStore::Prefetch(uint64_t id, uint32_t index, uint32_t len) {
-  if (!mem_ || len == 0) return Status::OK();
+  // Into the memory cache, and the disk cache: with only a disk cache, the
+  // blocks partial reads fetch must still land somewhere.
+  if ((!mem_ && !disk_) || len == 0) return Status::OK();
   auto block = GetBlock(BlockKey(id, index, len), len);
   return block.ok() ? Status::OK() : block.status();
 }

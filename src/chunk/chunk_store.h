@@ -189,8 +189,7 @@ class ChunkStore {
   // undecodable block is EIO: the slice was committed, so its data is lost.
   Status ReadSlice(uint64_t id, uint32_t size, uint32_t off, uint32_t len, char* buf);
   // Read-ahead: loads block `index` (block_len bytes) of slice id into the
-  // caches (shared with any concurrent read of it). A no-op without a
-  // memory cache.
+  // caches (shared with any concurrent read of it). A no-op without caches.
   Status Prefetch(uint64_t id, uint32_t index, uint32_t block_len);
   // Called (if set, before any read) when a partial read of an uncompressed
   // block missed the caches and read just its range from the store: the

@@ -77,6 +77,16 @@ int Umount(const std::string& mount_point, bool force, bool flush);
 int ShowStatus(const std::string& meta_url);
 int Info(const std::vector<std::string>& paths);
 int Fsck(const std::string& meta_url);
+
+// `tessera gc META-URL`: leaked objects in the bucket (no metadata references
+// them); with delete_leaked, removes those older than an hour and finishes
+// the pending deletions.
+struct GcOptions {
+  std::string meta_url;
+  bool delete_leaked = false;
+  int threads = 10;
+};
+int Gc(const GcOptions& o);
 int Compact(const std::vector<std::string>& paths);
 int Version();
 

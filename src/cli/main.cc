@@ -140,6 +140,15 @@ int main(int argc, char** argv) {
   auto* fsck = app.add_subcommand("fsck", "Check the consistency of a volume's metadata");
   fsck->add_option("META-URL", fsck_url, "metadata engine address")->required();
 
+  GcOptions gco;
+  auto* gc = app.add_subcommand("gc", "Find objects no file references (leaked), and delete them with --delete");
+  gc->footer("Examples:\n  tessera gc sqlite3:///var/lib/tessera/vol.db\n"
+             "  tessera gc redis://host:6379/1 --delete   # safe while the volume is mounted");
+  gc->add_option("META-URL", gco.meta_url, "metadata engine address")->required();
+  gc->add_flag("--delete", gco.delete_leaked,
+               "delete leaked objects older than one hour and finish pending deletions");
+  gc->add_option("--threads", gco.threads, "concurrent deletions")->capture_default_str()->check(CLI::Range(1, 256));
+
   auto* version = app.add_subcommand("version", "Show the version");
 
   BenchOptions bo;
@@ -201,6 +210,7 @@ int main(int argc, char** argv) {
   if (*status) return ShowStatus(status_url);
   if (*info) return Info(info_paths);
   if (*fsck) return Fsck(fsck_url);
+  if (*gc) return Gc(gco);
   if (*compact) return Compact(compact_paths);
   if (*version) return Version();
   if (*bench) return Bench(bo);

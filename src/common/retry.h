@@ -23,6 +23,10 @@ struct RetryPolicy {
   int attempts = 10;  // tries in all (>= 1)
   std::chrono::milliseconds base{20};
   std::chrono::milliseconds max{2000};
+  // Gives up early rather than start a try later than this after the first
+  // (0 = no limit): bounds the time a caller waits on a server that hangs
+  // each try for its full timeout.
+  std::chrono::milliseconds max_elapsed{0};
 
   // The pause before try `attempt` (2, 3, ...): uniform in [cap/2, cap],
   // cap = base * 2^(attempt-2), at most max.
@@ -47,12 +51,15 @@ Status GiveUp(std::string_view what, const Status& last, int attempts);
 // transient error becomes EIO. `what` names the request in log lines.
 template <typename Fn>
 auto Retry(const RetryPolicy& policy, std::string_view what, Fn&& fn) -> decltype(fn()) {
+  const auto start = std::chrono::steady_clock::now();
   for (int attempt = 1;; ++attempt) {
     auto r = fn();
     const Status st = retry_internal::StatusOf(r);
     if (st.ok() || !st.transient()) return r;
     if (attempt >= policy.attempts) return retry_internal::GiveUp(what, st, attempt);
     const auto delay = policy.Delay(attempt + 1);
+    if (policy.max_elapsed.count() > 0 && std::chrono::steady_clock::now() + delay - start > policy.max_elapsed)
+      return retry_internal::GiveUp(what, st, attempt);
     retry_internal::NoteRetry(what, st, attempt, delay);
     std::this_thread::sleep_for(delay);
   }

@@ -40,7 +40,7 @@ class [[nodiscard]] Status {
   //  - anything else is the answer (not found, permission, no space, ...).
   bool transient() const {
     return code_ == EAGAIN || code_ == EBUSY || code_ == ETIMEDOUT || code_ == ECONNRESET || code_ == ECONNREFUSED ||
-           code_ == EINTR || code_ == EPIPE;
+           code_ == EINTR || code_ == EPIPE || code_ == EHOSTUNREACH || code_ == ENETUNREACH || code_ == ENETDOWN;
   }
   bool outcome_unknown() const { return unknown_; }
   bool not_found() const { return code_ == ENOENT; }

@@ -39,6 +39,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/retry.h"
 #include "kv/kv.h"
 
 namespace tessera::kv::sql {
@@ -359,9 +360,14 @@ class SqlEngine final : public Engine {
   }
 
   // Opens a connection into a pool slot already counted in open_conns_; frees
-  // the slot if that fails.
+  // the slot if that fails. A server that is restarting or briefly out of
+  // reach is tried again under the one retry policy (about 15 s), like a
+  // Redis server: a restart of the engine blocks operations, it does not
+  // fail them.
   Status Open(std::unique_ptr<Conn>* conn) {
-    Result<std::unique_ptr<Conn>> opened = Conn::Open(config_);
+    const RetryPolicy policy{9, std::chrono::milliseconds(50), std::chrono::milliseconds(2000),
+                             std::chrono::milliseconds(15000)};
+    Result<std::unique_ptr<Conn>> opened = Retry(policy, description_ + ": connect", [&] { return Conn::Open(config_); });
     if (opened.ok()) {
       *conn = std::move(opened).value();
       return Status::OK();

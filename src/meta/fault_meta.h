@@ -131,6 +131,7 @@ class FaultMeta final : public Meta {
     return Run(kCompact, "compact", [&] { return inner_->CompactChunk(ino, chunk_index, expected, replacement); });
   }
   Result<uint64_t> NewSliceId() override { return inner_->NewSliceId(); }
+  Status ScanAllSlices(const SliceVisitor& visit) override { return inner_->ScanAllSlices(visit); }
 
   Status GetXattr(const Context& ctx, Ino ino, const std::string& name, std::string* value) override {
     return inner_->GetXattr(ctx, ino, name, value);

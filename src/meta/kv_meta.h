@@ -71,6 +71,7 @@ class KvMeta final : public Meta {
   Status CompactChunk(Ino ino, uint32_t chunk_index, const std::vector<chunk::Slice>& expected,
                       const std::vector<chunk::Slice>& replacement) override;
   Result<uint64_t> NewSliceId() override;
+  Status ScanAllSlices(const SliceVisitor& visit) override;
 
   Status GetXattr(const Context& ctx, Ino ino, const std::string& name, std::string* value) override;
   Status SetXattr(const Context& ctx, Ino ino, const std::string& name, const std::string& value, int flags) override;

@@ -259,4 +259,42 @@ Status KvMeta::Check(std::vector<std::string>* problems) {
       true);
 }
 
+// ---------------------------------------------------------------- gc
+
+Status KvMeta::ScanAllSlices(const SliceVisitor& visit) {
+  // Chunk lists ("A" ino8 "C" idx4) among all inode records, then the
+  // deletion queue ("G" id8 size4), in pages of one read-only transaction each.
+  constexpr size_t kPage = 4096;
+  auto pages = [&](const std::string& prefix, const std::function<void(std::string_view, std::string_view)>& fn) {
+    std::string from = prefix;
+    const std::string end = kv::PrefixEnd(prefix);
+    for (;;) {
+      std::vector<std::pair<std::string, std::string>> rows;
+      RETURN_IF_ERROR(engine_->Run(
+          [&](kv::Txn& tx) {
+            rows.clear();
+            return tx.Scan(from, end, kPage, [&](std::string_view k, std::string_view v) {
+              rows.emplace_back(k, v);
+              return true;
+            });
+          },
+          true));
+      for (const auto& [k, v] : rows) fn(k, v);
+      if (rows.size() < kPage) return Status::OK();
+      from = rows.back().first;
+      from.push_back('\0');
+    }
+  };
+  RETURN_IF_ERROR(pages("A", [&](std::string_view k, std::string_view v) {
+    if (k.size() != 1 + 8 + 1 + 4 || k[9] != 'C') return;
+    for (const Slice& s : chunk::DecodeSlices(v))
+      if (s.id != 0) visit(s.id, s.size, false);
+  }));
+  const std::string gc = SliceGcPrefix();
+  return pages(gc, [&](std::string_view k, std::string_view) {
+    if (k.size() != gc.size() + 12) return;
+    visit(kv::ReadU64BE(k.substr(gc.size())), kv::ReadU32BE(k.substr(gc.size() + 8)), true);
+  });
+}
+
 }  // namespace tessera::meta

@@ -223,6 +223,13 @@ class Meta {
   virtual Status CompactChunk(Ino ino, uint32_t chunk_index, const std::vector<chunk::Slice>& expected,
                               const std::vector<chunk::Slice>& replacement) = 0;
   virtual Result<uint64_t> NewSliceId() = 0;
+  // gc: visits every slice a chunk list references (of live files, and of
+  // deleted ones whose data is not reclaimed yet: pending = false) and every
+  // slice queued for the deletion of its objects (pending = true), a page at
+  // a time. Not a snapshot: gc runs beside live clients and protects objects
+  // younger than an upload could take to be committed.
+  using SliceVisitor = std::function<void(uint64_t id, uint32_t size, bool pending)>;
+  virtual Status ScanAllSlices(const SliceVisitor& visit) = 0;
 
   // ---- xattrs ----
   virtual Status GetXattr(const Context& ctx, Ino ino, const std::string& name, std::string* value) = 0;

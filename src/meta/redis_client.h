@@ -42,11 +42,15 @@ struct Options {
   std::string user;
   std::string password;
   int connect_timeout_ms = 3000;
-  int io_timeout_ms = 30000;
+  // A request unanswered this long has lost its connection (and is retried).
+  int io_timeout_ms = 10000;
   size_t max_connections = 64;
   // A request that cannot reach the server is retried this many times with
-  // growing pauses (about 10 s in total) before it fails with EIO.
+  // growing pauses (about 10 s in total), no try starting later than
+  // retry_window_ms after the first, before it fails with EIO: a server that
+  // vanished costs a caller at most about io_timeout + retry_window.
   int max_retries = 8;
+  int retry_window_ms = 15000;
   // A request unanswered this long is logged as a warning (and again every
   // 10 s), naming the server: a stall is visible before the I/O timeout.
   int warn_after_ms = 3000;

@@ -431,6 +431,35 @@ Status RedisMeta::Read(Ino ino, uint32_t chunk_index, std::vector<Slice>* slices
   return Status::OK();
 }
 
+Status RedisMeta::ScanAllSlices(const SliceVisitor& visit) {
+  // Chunk lists (c<ino>_<idx>), a SCAN page at a time, then the deletion queue.
+  std::string cursor = "0";
+  do {
+    ASSIGN_OR_RETURN(auto page, Cmd(kOpOther, {"SCAN", cursor, "MATCH", "c[0-9]*_[0-9]*", "COUNT", "1000"}));
+    cursor = std::string(page.at(0).str());
+    redis::Reply keys = page.at(1);
+    if (keys.size() == 0) continue;
+    Args get;
+    get.Str("MGET");
+    for (size_t i = 0; i < keys.size(); ++i) get.Own(std::string(keys.at(i).str()));
+    ASSIGN_OR_RETURN(auto values, Cmd(kOpOther, get.views()));
+    for (size_t i = 0; i < values.size(); ++i)
+      for (const Slice& s : chunk::DecodeSlices(values.at(i).str()))
+        if (s.id != 0) visit(s.id, s.size, false);
+  } while (cursor != "0");
+  for (int64_t start = 0;; start += 10000) {
+    ASSIGN_OR_RETURN(auto queued, Cmd(kOpOther, {"ZRANGE", "delslices", std::to_string(start),
+                                                 std::to_string(start + 9999)}));
+    for (size_t i = 0; i < queued.size(); ++i) {
+      std::string_view m = queued.at(i).str();
+      const auto sep = m.find('_');
+      if (sep != std::string_view::npos) visit(ParseU64(m.substr(0, sep)), uint32_t(ParseU64(m.substr(sep + 1))), true);
+    }
+    if (queued.size() < 10000) break;
+  }
+  return Status::OK();
+}
+
 Status RedisMeta::ListChunks(Ino ino, uint32_t from, uint32_t limit, std::vector<uint32_t>* out) {
   out->clear();
   ASSIGN_OR_RETURN(auto r, Cmd(kOpRead, {"ZRANGEBYSCORE", Key('k', ino), std::to_string(from), "+inf", "LIMIT", "0",

@@ -77,10 +77,13 @@ Result<std::unique_ptr<ObjectStore>> Open(const StoreOptions& opts) {
   }
   // The one place object requests are retried (common/retry.h). S3: io_retries
   // after the first attempt, pauses from 100 ms up to 10 s (a server asking to
-  // slow down needs time); other stores: `attempts` tries, quick pauses.
+  // slow down needs time), no try started 30 s after the first (a store out
+  // of reach fails a request with EIO in well under a minute); other stores:
+  // `attempts` tries, quick pauses.
   RetryPolicy policy;
   if (opts.storage == "s3") {
-    policy = RetryPolicy{opts.io_retries + 1, std::chrono::milliseconds(100), std::chrono::milliseconds(10000)};
+    policy = RetryPolicy{opts.io_retries + 1, std::chrono::milliseconds(100), std::chrono::milliseconds(10000),
+                         std::chrono::milliseconds(30000)};
   } else {
     policy = RetryPolicy{opts.attempts, std::chrono::milliseconds(20), std::chrono::milliseconds(2000)};
   }

@@ -18,6 +18,7 @@ using chunk::Slice;
 
 namespace {
 constexpr size_t kMaxFrozenSlices = 1024;       // uncommitted slices of one file before it commits
+constexpr auto kMaxUncommittedAge = std::chrono::minutes(5);  // oldest uncommitted write before it commits
 // Writeback: a chunk is compacted once no commit touched it for kCompactQuiet,
 // or kCompactMaxDefer after it first asked (bounds its slice list).
 constexpr auto kCompactQuiet = std::chrono::seconds(3);
@@ -313,6 +314,7 @@ Status FileData::Write(const meta::Context& ctx, uint64_t off, const char* data,
   std::lock_guard<std::mutex> g(mu_);
   if (size == 0) return Status::OK();
   ReapBatchLocked();
+  const bool idle = buffer_.empty() && frozen_.size() == (batch_ ? batch_->count : 0);  // nothing uncommitted yet
   const uint64_t end = off + size;
   // Only a write that appends new bytes at its end (a stream) freezes blocks;
   // one that overwrites buffered bytes may be followed by more overwrites.
@@ -332,7 +334,13 @@ Status FileData::Write(const meta::Context& ctx, uint64_t off, const char* data,
   }
   dp_->Charge(int64_t(buffer_.bytes()) - before + cut);
   const size_t unbatched = frozen_.size() - (batch_ ? batch_->count : 0);
-  if (buffer_.bytes() >= dp_->file_buffer_limit() || unbatched >= kMaxFrozenSlices) {
+  // A writer that goes on for long (a slow stream) commits what it has at
+  // least every kMaxUncommittedAge: the blocks it uploaded must not look
+  // leaked to `tessera gc` (which deletes unreferenced objects an hour old).
+  const auto now = std::chrono::steady_clock::now();
+  if (idle) oldest_pending_ = now;
+  const bool stale = now - oldest_pending_ >= kMaxUncommittedAge;
+  if (buffer_.bytes() >= dp_->file_buffer_limit() || unbatched >= kMaxFrozenSlices || stale) {
     // Writeback: commit in the background while writing goes on (one batch
     // at a time; a writer that catches up with it waits in CommitLocked).
     if (dp_->store()->writeback() && !batch_) return StartBatchLocked(ctx);

@@ -280,6 +280,8 @@ class FileData {
   std::shared_ptr<CommitBatch> batch_;                  // guarded by mu_: commits frozen_'s first slices
   Status unreported_;  // guarded by mu_: a background commit's failure, for the next Commit to return
   meta::Timespec last_write_;                           // guarded by mu_
+  // guarded by mu_: when the oldest write not committed yet was buffered
+  std::chrono::steady_clock::time_point oldest_pending_{};
   std::unordered_map<uint32_t, std::vector<chunk::Slice>> views_;  // guarded by mu_
   uint64_t last_read_end_ = 0;   // guarded by mu_: where the previous read ended
   uint64_t readahead_ = 0;       // guarded by mu_: current window (grows while sequential)

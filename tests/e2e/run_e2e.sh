@@ -3,7 +3,7 @@
 # chunk/block boundaries are crossed often).
 # Usage: run_e2e.sh TESSERA_BINARY E2E_BIN_DIR [SUITE...]
 # Suites: posix fsx compact concurrency persist build twomounts crash fsck
-#         faults sessions redis-restart writeback fullbucket (default: the first nine).
+#         faults sessions redis-restart writeback fullbucket gc (default: the first nine).
 # The volume's engine and storage (the servers come from tests/tools/with-*.sh):
 #   TESSERA_E2E_META=sqlite (default) | redis ($TESSERA_TEST_REDIS_URL) | postgres ($TESSERA_TEST_PG_URL)
 #   TESSERA_E2E_STORAGE=file (default) | s3 ($TESSERA_TEST_S3_ENDPOINT, AWS_* credentials)
@@ -380,6 +380,9 @@ PY
     ;;
   fullbucket)
     . "$(dirname "$0")/fullbucket_suite.sh"  # failed writes free their blocks and never read back
+    ;;
+  gc)
+    . "$(dirname "$0")/gc_suite.sh"  # tessera gc finds leaked objects, deletes only old ones, never referenced ones
     ;;
   fsck)
     log "fsck after the workloads"

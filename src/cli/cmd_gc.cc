@@ -1,0 +1,211 @@
+// tessera gc: finds objects in the bucket that no metadata references (leaked
+// by crashed clients, failed writes whose commit outcome was unknown, ...)
+// and, with --delete, removes those older than an hour, and finishes the
+// pending deletions of reclaimed slices.
+//
+// Safe beside live clients: the metadata is scanned first, then the bucket is
+// listed, so an object of a slice committed in between looks leaked, but it
+// is young; a client commits what it uploads within minutes (a sequential
+// writer commits at least every few minutes, docs/format.md), so only objects
+// older than an hour are deleted.
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include "chunk/layout.h"
+#include "cli/cli_util.h"
+#include "cli/commands.h"
+#include "common/url.h"
+
+namespace tessera::cli {
+
+namespace {
+
+constexpr int64_t kMinLeakAgeSec = 3600;
+
+std::string Size(uint64_t n) {
+  if (n >= (1ull << 30)) return fmt::format("{:.1f} GiB", double(n) / double(1ull << 30));
+  if (n >= (1ull << 20)) return fmt::format("{:.1f} MiB", double(n) / double(1ull << 20));
+  if (n >= (1ull << 10)) return fmt::format("{:.1f} KiB", double(n) / double(1ull << 10));
+  return fmt::format("{} bytes", n);
+}
+
+// "chunks/{id/1000/1000}/{id/1000}/{id}_{index}_{len}" -> id, index, len.
+bool ParseBlockKey(const std::string& key, uint64_t* id, uint32_t* index, uint32_t* len) {
+  const size_t slash = key.rfind('/');
+  if (key.rfind("chunks/", 0) != 0 || slash == std::string::npos) return false;
+  uint64_t v[3] = {0, 0, 0};
+  int field = 0;
+  bool digits = false;
+  for (size_t i = slash + 1; i < key.size(); ++i) {
+    const char c = key[i];
+    if (c == '_' && digits && field < 2) {
+      ++field;
+      digits = false;
+    } else if (c >= '0' && c <= '9' && v[field] <= (UINT64_MAX - 9) / 10) {
+      v[field] = v[field] * 10 + uint64_t(c - '0');
+      digits = true;
+    } else {
+      return false;
+    }
+  }
+  if (field != 2 || !digits || v[1] > UINT32_MAX || v[2] > UINT32_MAX) return false;
+  *id = v[0];
+  *index = uint32_t(v[1]);
+  *len = uint32_t(v[2]);
+  return chunk::BlockKey(*id, *index, *len) == key;
+}
+
+struct Count {
+  uint64_t objects = 0;
+  uint64_t bytes = 0;
+  void Add(uint64_t size) {
+    ++objects;
+    bytes += size;
+  }
+  std::string Text() const { return fmt::format("{} object(s), {}", objects, Size(bytes)); }
+};
+
+// Prints "\r<text>" on a terminal at most once a second.
+class Progress {
+ public:
+  void Show(const std::string& text, bool force = false) {
+    if (!isatty(STDERR_FILENO)) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (!force && now - last_ < std::chrono::seconds(1)) return;
+    last_ = now;
+    std::fprintf(stderr, "\r%s   ", text.c_str());
+    std::fflush(stderr);
+  }
+  void Done() {
+    if (isatty(STDERR_FILENO)) std::fprintf(stderr, "\n");
+  }
+
+ private:
+  std::chrono::steady_clock::time_point last_{};
+};
+
+}  // namespace
+
+int Gc(const GcOptions& o) {
+  auto vol = OpenVolume(o.meta_url);
+  if (!vol.ok()) return Fail(vol.status().message().empty() ? vol.status().ToString() : vol.status().message());
+  const uint32_t bs = vol->format.block_size;
+  Progress progress;
+
+  // 1. What the metadata references, and what it has queued for deletion.
+  std::unordered_map<uint64_t, uint32_t> referenced, pending;
+  uint64_t visited = 0;
+  Status st = vol->meta->ScanAllSlices([&](uint64_t id, uint32_t size, bool queued) {
+    (queued ? pending : referenced)[id] = size;
+    if (++visited % 4096 == 0) progress.Show(fmt::format("scanned {} slice records", visited));
+  });
+  if (!st.ok()) return Fail(st.With("scanning the metadata").ToString());
+  progress.Show(fmt::format("scanned {} slice records", visited), true);
+  progress.Done();
+
+  // 2. Every object of the bucket, classified.
+  const int64_t now = std::time(nullptr);
+  Count all, valid, queued, leaked, young, foreign;
+  std::vector<std::string> doomed;
+  std::string after;
+  for (;;) {
+    std::vector<object::ObjectInfo> page;
+    bool more = false;
+    st = vol->store->List("chunks/", after, 1000, &page, &more);
+    if (!st.ok()) return Fail(st.With("listing the bucket").ToString());
+    for (const auto& obj : page) {
+      all.Add(uint64_t(obj.size));
+      uint64_t id = 0;
+      uint32_t index = 0, len = 0;
+      if (!ParseBlockKey(obj.key, &id, &index, &len)) {
+        foreign.Add(uint64_t(obj.size));
+        continue;
+      }
+      auto block_of = [&](const std::unordered_map<uint64_t, uint32_t>& slices) {
+        auto it = slices.find(id);
+        return it != slices.end() && index < chunk::BlockCount(it->second, bs) &&
+               len == chunk::BlockLen(it->second, bs, index);
+      };
+      if (block_of(referenced)) {
+        valid.Add(uint64_t(obj.size));
+      } else if (block_of(pending)) {
+        queued.Add(uint64_t(obj.size));
+      } else if (now - obj.mtime_sec < kMinLeakAgeSec) {
+        young.Add(uint64_t(obj.size));
+      } else {
+        leaked.Add(uint64_t(obj.size));
+        if (o.delete_leaked) doomed.push_back(obj.key);
+      }
+    }
+    progress.Show(fmt::format("listed {}", all.Text()));
+    if (!more || page.empty()) break;
+    after = page.back().key;
+  }
+  progress.Done();
+  std::printf("volume %s: %s in the bucket\n", vol->format.name.c_str(), all.Text().c_str());
+  std::printf("  referenced by files:      %s\n", valid.Text().c_str());
+  std::printf("  pending deletion:         %s\n", queued.Text().c_str());
+  std::printf("  leaked:                   %s\n", leaked.Text().c_str());
+  std::printf("  unreferenced, under 1 h:  %s (kept: uploads whose commit may not have landed yet)\n",
+              young.Text().c_str());
+  if (foreign.objects) std::printf("  not Tessera blocks:       %s (left alone)\n", foreign.Text().c_str());
+  if (!o.delete_leaked) {
+    if (leaked.objects || queued.objects)
+      std::fprintf(stderr, "tessera: run with --delete to remove the leaked objects and finish the pending deletions\n");
+    return 0;
+  }
+
+  // 3. --delete: the leaked objects, then the deletion queue.
+  std::atomic<size_t> next{0};
+  std::atomic<uint64_t> deleted{0}, failed{0};
+  std::mutex err_mu;
+  std::string first_error;
+  std::vector<std::thread> workers;
+  for (int t = 0; t < std::max(1, o.threads); ++t) {
+    workers.emplace_back([&] {
+      for (size_t i; (i = next.fetch_add(1)) < doomed.size();) {
+        Status ds = vol->store->Delete(doomed[i]);
+        if (ds.ok()) {
+          deleted.fetch_add(1);
+        } else {
+          failed.fetch_add(1);
+          std::lock_guard<std::mutex> g(err_mu);
+          if (first_error.empty()) first_error = ds.ToString();
+        }
+      }
+    });
+  }
+  for (auto& w : workers) w.join();
+  int finished = 0;
+  for (;;) {
+    auto r = vol->meta->CleanupDeleted(
+        [&](uint64_t id, uint32_t size) {
+          Status last;
+          for (uint32_t i = 0, n = chunk::BlockCount(size, bs); i < n; ++i) {
+            Status ds = vol->store->Delete(chunk::BlockKey(id, i, chunk::BlockLen(size, bs, i)));
+            if (!ds.ok()) last = ds;
+          }
+          return last;
+        },
+        1000);
+    if (!r.ok()) return Fail(r.status().With("finishing the pending deletions").ToString());
+    finished += *r;
+    if (*r == 0) break;
+  }
+  std::printf("deleted %llu leaked object(s); finished the deletion of %d slice(s)\n",
+              (unsigned long long)deleted.load(), finished);
+  if (failed.load()) return Fail(fmt::format("{} object(s) could not be deleted: {}", failed.load(), first_error));
+  return 0;
+}
+
+}  // namespace tessera::cli
