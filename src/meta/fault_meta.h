@@ -21,9 +21,11 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -50,6 +52,9 @@ class FaultMeta final : public Meta {
 
   // The next n operations of kind op get `fault`, whatever the spec says.
   void FailNext(Op op, Fault fault, int n = 1);
+  // The replies of Lookup and GetAttr arrive `delay` late (a slow network):
+  // the engine has answered, the caller has not heard yet.
+  void DelayReads(std::chrono::milliseconds delay) { read_delay_ms_.store(delay.count()); }
   struct Stats {
     uint64_t errors = 0;
     uint64_t lost_replies = 0;
@@ -72,9 +77,9 @@ class FaultMeta final : public Meta {
   }
 
   Status Lookup(const Context& ctx, Ino parent, const std::string& name, Ino* ino, Attr* attr) override {
-    return inner_->Lookup(ctx, parent, name, ino, attr);
+    return Delayed(inner_->Lookup(ctx, parent, name, ino, attr));
   }
-  Status GetAttr(const Context& ctx, Ino ino, Attr* attr) override { return inner_->GetAttr(ctx, ino, attr); }
+  Status GetAttr(const Context& ctx, Ino ino, Attr* attr) override { return Delayed(inner_->GetAttr(ctx, ino, attr)); }
   Status SetAttr(const Context& ctx, Ino ino, uint32_t mask, const Attr& in, Attr* out) override {
     return Run(kAttrs, "setattr", [&] { return inner_->SetAttr(ctx, ino, mask, in, out); });
   }
@@ -181,6 +186,12 @@ class FaultMeta final : public Meta {
   const Spec spec_;
   std::atomic<uint64_t> draws_{0};
   std::atomic<uint64_t> errors_{0}, lost_{0};
+  Status Delayed(Status st) const {
+    if (const int64_t ms = read_delay_ms_.load(); ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    return st;
+  }
+
+  std::atomic<int64_t> read_delay_ms_{0};
   std::mutex forced_mu_;
   std::vector<std::pair<unsigned, std::pair<Fault, int>>> forced_;  // guarded by forced_mu_
 };

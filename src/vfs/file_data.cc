@@ -224,6 +224,24 @@ void FileData::ApplyPending(meta::Attr* attr) {
   attr->mtime = attr->ctime = last_write_;
 }
 
+Status FileData::ReadAttr(const meta::Context& ctx, meta::Attr* attr) {
+  std::lock_guard<std::mutex> g(mu_);
+  RETURN_IF_ERROR(dp_->meta()->GetAttr(ctx, ino_, attr));
+  if (buffer_.empty() && frozen_.empty()) return Status::OK();
+  attr->length = std::max(attr->length, PendingEndLocked());
+  attr->mtime = attr->ctime = last_write_;
+  return Status::OK();
+}
+
+bool FileData::ApplyPendingSince(uint64_t epoch, meta::Attr* attr) {
+  std::lock_guard<std::mutex> g(mu_);
+  if (changed_.load(std::memory_order_relaxed) > epoch) return false;
+  if (buffer_.empty() && frozen_.empty()) return true;
+  attr->length = std::max(attr->length, PendingEndLocked());
+  attr->mtime = attr->ctime = last_write_;
+  return true;
+}
+
 uint64_t FileData::Length() {
   std::lock_guard<std::mutex> g(mu_);
   return std::max(length_, PendingEndLocked());
@@ -490,6 +508,7 @@ Status FileData::CommitPendingLocked(const meta::Context& ctx) {
   std::vector<uint32_t> counts;
   RETURN_IF_ERROR(dp_->meta()->WriteSlices(ctx, ino_, writes, last_write_, &attr, &counts));
   length_ = attr.length;
+  changed_ = dp_->NextCommitEpoch();
   for (const auto& w : writes) views_.erase(w.chunk_index);
   frozen_.clear();
   uint32_t threshold = dp_->compact_threshold();
@@ -515,6 +534,7 @@ void FileData::DiscardLocked(const Status& why) {
   }
   const size_t slices = frozen_.size();
   frozen_.clear();
+  changed_ = dp_->NextCommitEpoch();
   dp_->Charge(-held);
   views_.clear();
   discarded_.store(true);
@@ -573,6 +593,7 @@ void FileData::FinishBatchLocked() {
   }
   frozen_.erase(frozen_.begin(), frozen_.begin() + ptrdiff_t(b->count));
   length_ = b->attr.length;
+  changed_ = dp_->NextCommitEpoch();
   for (const auto& w : b->writes) views_.erase(w.chunk_index);
 }
 
@@ -594,6 +615,7 @@ Status FileData::Truncate(const meta::Context& ctx, uint64_t size, bool check_pe
   RETURN_IF_ERROR(CommitLocked(ctx));
   RETURN_IF_ERROR(dp_->meta()->Truncate(ctx, ino_, size, check_perm, out));
   length_ = out->length;
+  changed_ = dp_->NextCommitEpoch();
   views_.clear();
   return Status::OK();
 }
@@ -605,6 +627,7 @@ Status FileData::Fallocate(const meta::Context& ctx, int mode, uint64_t off, uin
   meta::Attr attr;
   RETURN_IF_ERROR(dp_->meta()->Fallocate(ctx, ino_, mode, off, len, &attr));
   length_ = attr.length;
+  changed_ = dp_->NextCommitEpoch();
   views_.clear();
   return Status::OK();
 }

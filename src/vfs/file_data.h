@@ -98,6 +98,15 @@ class DataPath {
   }
   void InvalidateKernelCache(meta::Ino ino, bool sync);
 
+  // Commit epochs: a counter bumped (NextCommitEpoch) whenever this client
+  // changes a file's length in the engine or drops its pending writes, under
+  // that file's lock. Attributes read from the engine after CommitEpoch()
+  // returned e, then merged with a file's pending writes, are right unless
+  // the file changed after e (FileData::ApplyPendingSince): a commit landing
+  // between the read and the merge hides in neither.
+  uint64_t CommitEpoch() const { return commit_epoch_.load(std::memory_order_acquire); }
+  uint64_t NextCommitEpoch() { return commit_epoch_.fetch_add(1, std::memory_order_acq_rel) + 1; }
+
   // Runs a background commit (writeback) on a commit worker.
   void SubmitCommit(std::function<void()> job) { committer_.Submit(std::move(job)); }
   // Deletes, in the background, the objects of slices (id, size) that were
@@ -136,6 +145,7 @@ class DataPath {
   std::set<std::pair<uint64_t, uint32_t>> prefetching_;  // guarded by mu_
   TaskPool prefetcher_{4};
   std::atomic<uint64_t> abandoned_leaks_{0}, prefetch_failures_{0};
+  std::atomic<uint64_t> commit_epoch_{0};
   std::function<void(meta::Ino, uint32_t)> on_compacted_;
   std::shared_mutex invalidator_mu_;  // held shared while invalidator_ runs
   std::function<void(meta::Ino)> invalidator_;  // guarded by invalidator_mu_
@@ -200,6 +210,16 @@ class FileData {
   Status Reopen();
   // Adds pending length/mtime to attributes read from the engine.
   void ApplyPending(meta::Attr* attr);
+  // The same for attributes read after DataPath::CommitEpoch() returned
+  // `epoch`; false (attr untouched) if the file's engine length changed or
+  // its pending writes went since: the caller must read again.
+  bool ApplyPendingSince(uint64_t epoch, meta::Attr* attr);
+  // Reads the attributes from the engine and adds the pending writes under
+  // the file's lock: always consistent, but waits for a commit in progress.
+  Status ReadAttr(const meta::Context& ctx, meta::Attr* attr);
+  // Commit epoch of the last change to the engine's length or the pending
+  // writes (0 if none since the file was opened).
+  uint64_t last_change() const { return changed_.load(std::memory_order_acquire); }
   // Length including pending writes.
   uint64_t Length();
 
@@ -275,6 +295,9 @@ class FileData {
 
   std::mutex mu_;
   uint64_t length_;                                     // guarded by mu_: length known to the engine
+  // Commit epoch of the last change to length_ or the pending writes:
+  // written under mu_, read anywhere.
+  std::atomic<uint64_t> changed_{0};
   WriteBuffer buffer_;                                  // guarded by mu_
   std::vector<std::shared_ptr<FrozenSlice>> frozen_;    // guarded by mu_: creation order
   std::shared_ptr<CommitBatch> batch_;                  // guarded by mu_: commits frozen_'s first slices

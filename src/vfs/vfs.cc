@@ -170,7 +170,16 @@ Result<std::shared_ptr<FileData>> Vfs::AcquireFile(Ino ino, uint64_t length) {
 void Vfs::ReleaseFile(Ino ino) {
   std::lock_guard<std::mutex> g(table_mu_);
   auto it = files_.find(ino);
-  if (it != files_.end() && --it->second->handles <= 0) files_.erase(it);
+  if (it == files_.end() || --it->second->handles > 0) return;
+  if (const uint64_t changed = it->second->last_change(); changed > 0) {
+    constexpr size_t kMaxClosed = 4096;
+    if (closed_.size() >= kMaxClosed) {
+      for (const auto& [_, epoch] : closed_) closed_floor_ = std::max(closed_floor_, epoch);
+      closed_.clear();
+    }
+    closed_[ino] = changed;
+  }
+  files_.erase(it);
 }
 
 std::shared_ptr<FileData> Vfs::FindFile(Ino ino) {
@@ -189,19 +198,6 @@ bool Vfs::Saw(Ino ino, const Attr& attr) {
   return same;
 }
 
-void Vfs::ApplyPending(Ino ino, Attr* attr) {
-  if (!attr->IsFile()) return;
-  if (auto f = FindFile(ino)) f->ApplyPending(attr);
-}
-
-// ---------------------------------------------------------------- namespace
-
-Status Vfs::Lookup(const Context& ctx, Ino parent, const std::string& name, Ino* ino, Attr* attr) {
-  RETURN_IF_ERROR(meta_->Lookup(ctx, parent, name, ino, attr));
-  ApplyPending(*ino, attr);
-  return Status::OK();
-}
-
 namespace {
 // The kernel asked about an inode it looked up earlier, which has been
 // deleted since (e.g. replaced by a rename in another thread or client).
@@ -210,22 +206,53 @@ namespace {
 Status Stale(Status st) { return st.code() == ENOENT ? Status::Err(ESTALE) : st; }
 }  // namespace
 
+Status Vfs::MergePending(const Context& ctx, uint64_t epoch, Ino ino, Attr* attr) {
+  if (!attr->IsFile()) return Status::OK();
+  for (int tries = 0;; ++tries) {
+    std::shared_ptr<FileData> f;
+    bool closed_since = false;
+    {
+      std::lock_guard<std::mutex> g(table_mu_);
+      if (auto it = files_.find(ino); it != files_.end()) {
+        f = it->second;
+      } else {
+        auto c = closed_.find(ino);
+        closed_since = (c != closed_.end() ? c->second : closed_floor_) > epoch;
+      }
+    }
+    if (f != nullptr ? f->ApplyPendingSince(epoch, attr) : !closed_since) return Status::OK();
+    // Busy with commits: read under the file's lock (waits for the commit).
+    if (f != nullptr && tries >= 2) return Stale(f->ReadAttr(ctx, attr));
+    if (f == nullptr && tries >= 2) return Status::OK();  // opened and closed again and again: any answer is as new
+    epoch = data_->CommitEpoch();
+    RETURN_IF_ERROR(Stale(meta_->GetAttr(ctx, ino, attr)));
+  }
+}
+
+// ---------------------------------------------------------------- namespace
+
+Status Vfs::Lookup(const Context& ctx, Ino parent, const std::string& name, Ino* ino, Attr* attr) {
+  const uint64_t epoch = data_->CommitEpoch();
+  RETURN_IF_ERROR(meta_->Lookup(ctx, parent, name, ino, attr));
+  return MergePending(ctx, epoch, *ino, attr);
+}
+
 Status Vfs::GetAttr(const Context& ctx, Ino ino, Attr* attr) {
+  const uint64_t epoch = data_->CommitEpoch();
   RETURN_IF_ERROR(Stale(meta_->GetAttr(ctx, ino, attr)));
-  ApplyPending(ino, attr);
-  return Status::OK();
+  return MergePending(ctx, epoch, ino, attr);
 }
 
 Status Vfs::SetAttr(const Context& ctx, Ino ino, Handle* fh, uint32_t mask, const Attr& in, bool has_size,
                     uint64_t size, Attr* out) {
+  const uint64_t epoch = data_->CommitEpoch();
   if (has_size) {
     if (fh) RETURN_IF_ERROR(CheckSession(fh));
     if (auto f = FindFile(ino)) RETURN_IF_ERROR(Fenced(f->Truncate(ctx, size, fh == nullptr, out)));
     else RETURN_IF_ERROR(meta_->Truncate(ctx, ino, size, fh == nullptr, out));
   }
   if (mask != 0 || !has_size) RETURN_IF_ERROR(meta_->SetAttr(ctx, ino, mask, in, out));
-  ApplyPending(ino, out);
-  return Status::OK();
+  return MergePending(ctx, epoch, ino, out);
 }
 
 Status Vfs::Mknod(const Context& ctx, Ino parent, const std::string& name, uint32_t mode, uint32_t umask,
@@ -255,9 +282,9 @@ Status Vfs::Rename(const Context& ctx, Ino parent, const std::string& name, Ino 
 }
 
 Status Vfs::Link(const Context& ctx, Ino ino, Ino new_parent, const std::string& new_name, Attr* attr) {
+  const uint64_t epoch = data_->CommitEpoch();
   RETURN_IF_ERROR(meta_->Link(ctx, ino, new_parent, new_name, attr));
-  ApplyPending(ino, attr);
-  return Status::OK();
+  return MergePending(ctx, epoch, ino, attr);
 }
 
 Status Vfs::ReadLink(const Context& ctx, Ino ino, std::string* target) { return meta_->ReadLink(ctx, ino, target); }
@@ -267,6 +294,7 @@ Status Vfs::StatFS(const Context& ctx, meta::StatFs* out) { return meta_->StatFS
 // ---------------------------------------------------------------- files
 
 Status Vfs::Open(const Context& ctx, Ino ino, int flags, Handle** fh, Attr* attr) {
+  const uint64_t epoch = data_->CommitEpoch();
   RETURN_IF_ERROR(Stale(meta_->Open(ctx, ino, flags, attr)));
   auto h = std::make_unique<Handle>();
   h->ino = ino;
@@ -279,7 +307,12 @@ Status Vfs::Open(const Context& ctx, Ino ino, int flags, Handle** fh, Attr* attr
       return f.status();
     }
     h->file = std::move(*f);
-    h->file->ApplyPending(attr);
+    if (Status st = MergePending(ctx, epoch, ino, attr); !st.ok()) {
+      h->file.reset();
+      ReleaseFile(ino);
+      (void)meta_->Close(ctx, ino);
+      return st;
+    }
     h->keep_cache = Saw(ino, *attr);
   }
   *fh = h.release();
@@ -435,6 +468,7 @@ Status Vfs::OpenDir(const Context& ctx, Ino ino, int flags, Handle** fh) {
 }
 
 Status Vfs::FetchDirWindow(const Context& ctx, Handle* fh, const std::string& from, uint64_t base, bool plus) {
+  const uint64_t epoch = data_->CommitEpoch();
   std::vector<meta::Entry> page;
   bool more = false;
   RETURN_IF_ERROR(meta_->ReaddirPage(ctx, fh->ino, plus, from, config_.readdir_page, &page, &more));
@@ -453,7 +487,8 @@ Status Vfs::FetchDirWindow(const Context& ctx, Handle* fh, const std::string& fr
   }
   for (auto& e : page) fh->entries.push_back(std::move(e));
   if (plus)
-    for (auto& e : fh->entries) ApplyPending(e.ino, &e.attr);
+    for (auto& e : fh->entries) RETURN_IF_ERROR(MergePending(ctx, epoch, e.ino, &e.attr));
+  fh->dir_epoch = epoch;
   fh->dir_base = base;
   fh->dir_from = from;
   fh->dir_plus = plus;
@@ -474,6 +509,12 @@ Status Vfs::ReadDir(const Context& ctx, Handle* fh, uint64_t offset, bool plus, 
     if (fh->entries.empty()) break;  // cannot happen: a window with more is never empty
     std::string last = fh->entries.back().name;
     RETURN_IF_ERROR(FetchDirWindow(ctx, fh, last == ".." ? "" : last, fh->dir_base + fh->entries.size(), plus));
+  }
+  // A window read a while ago: attributes of files this client committed
+  // since are read again (the kernel would take their older lengths).
+  if (const uint64_t now = data_->CommitEpoch(); plus && now != fh->dir_epoch) {
+    for (auto& e : fh->entries) RETURN_IF_ERROR(MergePending(ctx, fh->dir_epoch, e.ino, &e.attr));
+    fh->dir_epoch = now;
   }
   *out = &fh->entries;
   *base = fh->dir_base;

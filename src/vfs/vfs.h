@@ -82,6 +82,7 @@ struct Handle {
   std::string dir_from;              // guarded by dir_mu
   bool dir_plus = false;             // guarded by dir_mu
   bool dir_more = false;             // guarded by dir_mu: entries follow the window
+  uint64_t dir_epoch = 0;            // guarded by dir_mu: commit epoch before the window was read
   bool listed = false;               // guarded by dir_mu
   // Files: the lock owners that took POSIX locks through this handle (an
   // open file description's own owner for OFD locks); their locks go at
@@ -175,7 +176,13 @@ class Vfs {
   Result<std::shared_ptr<FileData>> AcquireFile(Ino ino, uint64_t length);
   void ReleaseFile(Ino ino);
   std::shared_ptr<FileData> FindFile(Ino ino);
-  void ApplyPending(Ino ino, Attr* attr);
+  // Adds this client's pending writes of ino to attributes read from the
+  // engine after data_->CommitEpoch() returned `epoch`. If the file changed
+  // in between (a commit of its pending writes landed, or it was truncated
+  // or closed), reads them again: such a commit shows in neither the read
+  // nor the pending writes, and the kernel would take the older, shorter
+  // length (an O_APPEND write would then land inside acknowledged data).
+  Status MergePending(const Context& ctx, uint64_t epoch, Ino ino, Attr* attr);
   // Loads the window of fh's listing that follows name `from` ("" = the
   // first window, with "." and ".."), at offset `base`.
   Status FetchDirWindow(const Context& ctx, Handle* fh, const std::string& from, uint64_t base, bool plus);
@@ -200,6 +207,11 @@ class Vfs {
 
   std::mutex table_mu_;
   std::unordered_map<Ino, std::shared_ptr<FileData>> files_;  // guarded by table_mu_
+  // Files closed lately -> the commit epoch of their last change, for
+  // MergePending; bounded: when it is cleared, closed_floor_ stands for
+  // every entry it held. Guarded by table_mu_.
+  std::unordered_map<Ino, uint64_t> closed_;
+  uint64_t closed_floor_ = 0;
   // What the kernel's page cache of each file reflects: (mtime, length) at
   // this client's last open or close of it. Guarded by table_mu_.
   std::unordered_map<Ino, std::pair<meta::Timespec, uint64_t>> seen_;

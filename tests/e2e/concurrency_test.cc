@@ -732,6 +732,47 @@ TEST_F(ConcurrencyTest, WritersToDisjointRangesOfOneFile) {
                       << ")";
 }
 
+// O_APPEND records with an fdatasync every few, while another thread only
+// calls fstat(): a GETATTR answered while a commit landed once carried the
+// length from before it, the kernel took it as the file's size, and the next
+// append overwrote records that write() had acknowledged.
+TEST_F(ConcurrencyTest, AppendsRacingFstatLoseNothing) {
+  const int records = iters_ * 4;
+  constexpr size_t kRecord = 4096;
+  const std::string path = Path("appended");
+  int fd = open(path.c_str(), O_CREAT | O_RDWR | O_APPEND | O_CLOEXEC, 0644);
+  ASSERT_GE(fd, 0) << "create " << path << ": " << ErrnoText(errno);
+  std::atomic<bool> stop{false};
+  std::thread stater([&] {
+    struct stat st;
+    while (!stop.load()) (void)fstat(fd, &st);
+  });
+  std::string rec(kRecord, '\0');
+  int written = 0;
+  for (; written < records; ++written) {
+    std::fill(rec.begin(), rec.end(), '\0');
+    std::snprintf(rec.data(), rec.size(), "record %d", written);
+    if (write(fd, rec.data(), rec.size()) != static_cast<ssize_t>(rec.size())) break;
+    if (written % 4 == 3 && fdatasync(fd) != 0) break;
+  }
+  stop = true;
+  stater.join();
+  EXPECT_EQ(written, records) << "write/fdatasync " << path << ": " << ErrnoText(errno);
+  close(fd);
+  std::string content, err;
+  ASSERT_TRUE(ReadWhole(path, &content, &err)) << err;
+  EXPECT_EQ(content.size(), size_t(written) * kRecord);
+  int lost = 0, first_lost = -1;
+  for (size_t i = 0; i < size_t(written) && (i + 1) * kRecord <= content.size(); ++i) {
+    // Each record is its text, NUL-padded to kRecord.
+    if (std::string(content.data() + i * kRecord) != "record " + std::to_string(i)) {
+      if (first_lost < 0) first_lost = int(i);
+      ++lost;
+    }
+  }
+  EXPECT_EQ(lost, 0) << lost << " acknowledged records overwritten, the first at offset " << first_lost * long(kRecord);
+}
+
 // ------------------------------------------------------------------------
 // Exclusive creation: exactly one winner per name.
 

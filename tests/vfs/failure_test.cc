@@ -7,7 +7,8 @@
 //   - a commit whose outcome is unknown (reply lost) deletes nothing: the
 //     file may reference the blocks;
 //   - the same for compaction: replacement objects of a compaction whose
-//     commit outcome is unknown are kept.
+//     commit outcome is unknown are kept;
+//   - attributes read while a commit lands carry the committed length.
 // The engine is KvMeta (memory) behind a FaultMeta; the store a FlakyStore.
 #include <fcntl.h>
 #include <unistd.h>
@@ -223,6 +224,51 @@ TEST_F(VfsFailureTest, CompactionThatFailedDeletesTheReplacement) {
   ASSERT_FALSE(st.ok());
   EXPECT_FALSE(st.outcome_unknown());
   EXPECT_EQ(objects_.Count(), before) << "a failed compaction left its replacement objects";
+}
+
+// Attributes read from the engine while this client commits the file's
+// pending writes: the read saw the old length, and by the time it is merged
+// with the pending writes they are gone (committed). The answer must still
+// carry the new length: the kernel takes it as i_size, and an O_APPEND
+// write would land inside acknowledged data (found by fsx with a thread
+// calling fstat during appends). The engine's reply is held back while the
+// commit lands, so the race is certain.
+enum class Landing { kFlush, kClose };
+void ReadDuringCommit(Vfs* vfs, FaultMeta* faults, Landing landing, bool lookup) {
+  const meta::Context ctx = meta::Context::Root();
+  const std::string name = std::string("raced-") + (landing == Landing::kFlush ? "flush" : "close") +
+                           (lookup ? "-lookup" : "-getattr");
+  meta::Ino ino = 0;
+  meta::Attr attr;
+  Handle* fh = nullptr;
+  ASSERT_TRUE(vfs->Create(ctx, meta::kRootIno, name, 0644, 022, O_RDWR | O_CREAT, &fh, &ino, &attr).ok());
+  const std::string data(3 * kBlock + 100, 'a');
+  ASSERT_TRUE(vfs->Write(ctx, fh, 0, data.data(), data.size()).ok());
+  faults->DelayReads(std::chrono::milliseconds(300));
+  meta::Attr got;
+  Status st;
+  std::thread reader([&] {
+    meta::Ino found = 0;
+    st = lookup ? vfs->Lookup(ctx, meta::kRootIno, name, &found, &got) : vfs->GetAttr(ctx, ino, &got);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the engine answered: length 0
+  faults->DelayReads(std::chrono::milliseconds(0));
+  EXPECT_TRUE(vfs->Flush(ctx, fh, 0).ok());  // the commit lands meanwhile
+  if (landing == Landing::kClose) {
+    EXPECT_TRUE(vfs->Release(ctx, fh).ok());
+  }
+  reader.join();
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(got.length, data.size()) << "a read racing the commit answered the length from before it";
+  if (landing == Landing::kFlush) {
+    EXPECT_TRUE(vfs->Release(ctx, fh).ok());
+  }
+}
+
+TEST_F(VfsFailureTest, GetAttrDuringACommitSeesIt) { ReadDuringCommit(vfs_.get(), faults_, Landing::kFlush, false); }
+TEST_F(VfsFailureTest, LookupDuringACommitSeesIt) { ReadDuringCommit(vfs_.get(), faults_, Landing::kFlush, true); }
+TEST_F(VfsFailureTest, GetAttrDuringTheLastCloseSeesItsCommit) {
+  ReadDuringCommit(vfs_.get(), faults_, Landing::kClose, false);
 }
 
 // A client cut off longer than the session timeout is cleaned by another;
