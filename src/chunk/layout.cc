@@ -1,5 +1,6 @@
 #include "chunk/layout.h"
 
+#include <cstdint>
 #include <iterator>
 #include <map>
 
@@ -17,6 +18,12 @@ uint64_t GetBE(std::string_view data, size_t pos, int bytes) {
 }
 
 uint64_t End(const Slice& s) { return uint64_t(s.pos) + s.len; }
+
+// off + n within a slice's data. Past 2^32 (only a damaged record, whose
+// off + len exceeds its size, gets there) it stays at UINT32_MAX, still
+// beyond the data, so ChunkStore::ReadSlice refuses the piece rather than
+// wrap around to bytes at its start.
+uint32_t Advance(uint32_t off, uint64_t n) { return uint32_t(std::min<uint64_t>(uint64_t(off) + n, UINT32_MAX)); }
 
 }  // namespace
 
@@ -40,8 +47,11 @@ std::vector<Slice> DecodeSlices(std::string_view data) {
 
 std::vector<Slice> BuildView(const std::vector<Slice>& slices) {
   std::map<uint32_t, Slice> view;  // by pos; pieces never overlap
-  for (const Slice& s : slices) {
-    if (s.len == 0) continue;
+  for (Slice s : slices) {
+    // A slice never crosses its chunk's end (docs/format.md): of a damaged
+    // record that does, only the part inside the chunk can show.
+    if (s.len == 0 || s.pos >= kChunkSize) continue;
+    s.len = uint32_t(std::min<uint64_t>(s.len, kChunkSize - s.pos));
     const uint64_t begin = s.pos, end = End(s);
     // First piece ending after begin: the one starting at or before begin, if
     // it reaches past it, else the first one starting after begin.
@@ -58,7 +68,7 @@ std::vector<Slice> BuildView(const std::vector<Slice>& slices) {
       if (End(old) > end) {  // keep the part right of s
         Slice right = old;
         right.pos = uint32_t(end);
-        right.off = uint32_t(old.off + (end - old.pos));
+        right.off = Advance(old.off, end - old.pos);
         right.len = uint32_t(End(old) - end);
         view.emplace(right.pos, right);
       }

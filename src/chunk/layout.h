@@ -47,7 +47,7 @@ std::string BlockKey(uint64_t id, uint32_t index, uint32_t len);
 
 // Number of blocks of a slice and the length of block i.
 inline uint32_t BlockCount(uint32_t size, uint32_t block_size) {
-  return size == 0 ? 0 : (size + block_size - 1) / block_size;
+  return size == 0 ? 0 : uint32_t((uint64_t(size) + block_size - 1) / block_size);  // no wrap near 4 GiB
 }
 inline uint32_t BlockLen(uint32_t size, uint32_t block_size, uint32_t i) {
   uint64_t start = uint64_t(i) * block_size;

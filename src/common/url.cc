@@ -1,5 +1,6 @@
 #include "common/url.h"
 
+#include <algorithm>
 #include <optional>
 #include <string_view>
 #include <utility>
@@ -18,8 +19,9 @@ constexpr size_t npos = std::string_view::npos;
 // So the span covers whatever libpq or the Redis client reads as the
 // password, sometimes a little more.
 struct Secrets {
-  size_t host = npos;                     // first byte after the userinfo
-  size_t password = npos, password_end = npos;  // [password, password_end) in the URL, raw
+  size_t host = npos;      // first byte after the userinfo
+  size_t password = npos;  // [password, password_end): the userinfo password, raw
+  size_t password_end = npos;
 };
 
 std::optional<Secrets> Split(std::string_view url) {
@@ -42,24 +44,33 @@ std::optional<Secrets> Split(std::string_view url) {
   return s;
 }
 
-// Every secret span of url, in order: the userinfo password and the value of
-// every "password=" query parameter (libpq URIs accept the password there).
+// Every secret span of url, in order and disjoint: the userinfo password and
+// the value of every "password=" query parameter (libpq URIs accept the
+// password there). Such a parameter is "password=" right after a '?' or '&'
+// anywhere past the first '?' after "://": where the query starts depends on
+// where the userinfo ends, which parsers disagree on ("postgres://@?host=@&
+// password=x" has a password for libpq), so this looks everywhere it might.
 std::vector<std::pair<size_t, size_t>> SecretSpans(std::string_view url) {
   std::vector<std::pair<size_t, size_t>> spans;
   const std::optional<Secrets> s = Split(url);
   if (!s) return spans;
   if (s->password != npos) spans.emplace_back(s->password, s->password_end);
-  const size_t query = url.find('?', s->host);
+  const size_t query = url.find('?', url.find("://") + 3);
   if (query == npos) return spans;
   constexpr std::string_view kKey = "password=";
-  for (size_t pos = query; pos < url.size();) {
-    const size_t name = pos + 1;
-    size_t end = url.find('&', name);
-    if (end == npos) end = url.size();
-    if (url.substr(name, end - name).starts_with(kKey)) spans.emplace_back(name + kKey.size(), end);
-    pos = end;
+  for (size_t pos = url.find(kKey, query + 1); pos != npos; pos = url.find(kKey, pos + 1)) {
+    if (url[pos - 1] != '?' && url[pos - 1] != '&') continue;
+    const size_t value = pos + kKey.size();
+    spans.emplace_back(value, std::min(url.find('&', value), url.size()));
   }
-  return spans;
+  // Sorted, overlaps merged (a "password=" inside the userinfo password).
+  std::sort(spans.begin(), spans.end());
+  std::vector<std::pair<size_t, size_t>> merged;
+  for (const auto& [begin, end] : spans) {
+    if (!merged.empty() && begin <= merged.back().second) merged.back().second = std::max(merged.back().second, end);
+    else merged.emplace_back(begin, end);
+  }
+  return merged;
 }
 
 }  // namespace
@@ -83,10 +94,15 @@ void HidePasswordsInArgs(int argc, char** argv) {
   }
 }
 
-std::string UrlPassword(const std::string& url) {
+std::vector<std::string> UrlPasswords(const std::string& url) {
   const std::optional<Secrets> s = Split(url);
-  if (!s || s->password == npos) return "";
-  return url.substr(s->password, s->password_end - s->password);
+  if (!s || s->password == npos) return {};
+  std::vector<std::string> out;
+  // libpq's userinfo ends at the first '@' (the rest is the host to it).
+  if (const size_t first = url.find('@', s->password); first < s->password_end)
+    out.push_back(url.substr(s->password, first - s->password));
+  out.push_back(url.substr(s->password, s->password_end - s->password));
+  return out;
 }
 
 std::string UrlScheme(const std::string& url) {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace tessera {
 
@@ -16,9 +17,12 @@ std::string RedactUrl(const std::string& url);
 // parsed copies are kept).
 void HidePasswordsInArgs(int argc, char** argv);
 
-// The userinfo password of the URL as it is written there (not
-// percent-decoded), "" if none: what RedactUrl masks in the userinfo.
-std::string UrlPassword(const std::string& url);
+// What a URL parser may take for the userinfo password, as written in the
+// URL (not percent-decoded), to scrub from messages that quote the URL or the
+// password: up to the authority's first '@' after the password's ':' (libpq)
+// if there is another '@', then up to its last '@' (Redis, and what
+// RedactUrl masks). Empty if the URL has no password.
+std::vector<std::string> UrlPasswords(const std::string& url);
 
 // The scheme of "scheme://rest" ("" when there is none).
 std::string UrlScheme(const std::string& url);

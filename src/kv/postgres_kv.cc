@@ -73,19 +73,6 @@ int ErrnoFor(const char* sqlstate, bool connection_ok) {
   return EIO;
 }
 
-// The password of "scheme://user:password@host...", as written ("" if none).
-std::string UserInfoPassword(const std::string& url) {
-  const size_t scheme_end = url.find("://");
-  if (scheme_end == std::string::npos) return "";
-  const size_t start = scheme_end + 3;
-  const size_t at = url.find('@', start);
-  const size_t slash = url.find_first_of("/?", start);
-  if (at == std::string::npos || (slash != std::string::npos && slash < at)) return "";
-  const size_t colon = url.find(':', start);
-  if (colon == std::string::npos || colon > at) return "";
-  return url.substr(colon + 1, at - colon - 1);
-}
-
 // A libpq message on one line, with the secrets replaced by "****".
 std::string CleanMessage(std::string_view text, const std::vector<std::string>& secrets) {
   std::string msg(text);
@@ -141,8 +128,17 @@ class PgConn {
     conn->pg_ = PQconnectdbParams(keys.data(), values.data(), /*expand_dbname=*/1);
     if (conn->pg_ == nullptr) return Status::Err(ENOMEM, config.description + ": connect: out of memory");
     if (PQstatus(conn->pg_) != CONNECTION_OK) {
-      return Status::Err(
-          EIO, config.description + ": cannot connect: " + CleanMessage(PQerrorMessage(conn->pg_), config.secrets));
+      // A server that is down, restarting or out of reach may answer the
+      // next try (transient); a refusal (password, database) will not.
+      const std::string why = CleanMessage(PQerrorMessage(conn->pg_), config.secrets);
+      const bool unreachable = why.find("Connection refused") != std::string::npos ||
+                               why.find("timeout expired") != std::string::npos ||
+                               why.find("No route to host") != std::string::npos ||
+                               why.find("Network is unreachable") != std::string::npos ||
+                               why.find("server closed the connection") != std::string::npos ||
+                               why.find("starting up") != std::string::npos ||
+                               why.find("shutting down") != std::string::npos;
+      return Status::Err(unreachable ? ECONNREFUSED : EIO, config.description + ": cannot connect: " + why);
     }
     PQsetNoticeProcessor(conn->pg_, IgnoreNotice, nullptr);
     if (create_table) RETURN_IF_ERROR(conn->CreateTable());
@@ -351,7 +347,9 @@ Result<std::unique_ptr<Engine>> OpenPostgres(const std::string& url, const Postg
   PgConn::Config config;
   config.url = url;
   config.description = "postgres '" + RedactUrl(url) + "'";
-  config.secrets.push_back(UserInfoPassword(url));
+  // As written in the URL: libpq quotes the URI, or the password token, in
+  // some messages.
+  for (std::string& p : UrlPasswords(url)) config.secrets.push_back(std::move(p));
   if (options.max_connections < 1 || options.max_attempts < 1 || options.connect_timeout_s < 1) {
     return Status::Err(EINVAL,
                        config.description + ": max_connections, max_attempts and connect_timeout_s must be >= 1");
@@ -386,7 +384,12 @@ Result<std::unique_ptr<Engine>> OpenPostgres(const std::string& url, const Postg
       {"fallback_application_name", "tessera"},
   };
 
-  ASSIGN_OR_RETURN(std::unique_ptr<PgConn> first, PgConn::Open(config, /*create_table=*/true));
+  // At startup an unreachable server is the answer (EIO, at once): a mount
+  // against a wrong address must not hang in retries.
+  auto opened = PgConn::Open(config, /*create_table=*/true);
+  if (!opened.ok())
+    return opened.status().transient() ? Status::Err(EIO, opened.status().message()) : opened.status();
+  std::unique_ptr<PgConn> first = std::move(opened).value();
   sql::PoolOptions pool;
   pool.max_connections = options.max_connections;
   pool.max_attempts = options.max_attempts;

@@ -6,6 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "meta/json_fields.h"
+
 namespace tessera::meta {
 
 namespace keys {
@@ -124,7 +126,8 @@ std::string EncodeEntry(Ino ino, uint32_t type) {
 }
 
 Status DecodeEntry(std::string_view v, Ino* ino, uint32_t* type) {
-  if (v.size() != 9) return Status::Err(EIO, "bad directory entry record");
+  // The type byte is S_IFMT >> 12: anything above 0xF is not a file type.
+  if (v.size() != 9 || uint8_t(v[0]) > (S_IFMT >> 12)) return Status::Err(EIO, "bad directory entry record");
   *type = uint32_t(uint8_t(v[0])) << 12;
   *ino = kv::ReadU64BE(v.substr(1));
   return Status::OK();
@@ -144,18 +147,21 @@ int64_t DecodeI64(std::string_view v) {
 std::string EncodeSession(const SessionInfo& s) {
   nlohmann::json j = {{"Sid", s.sid},   {"Host", s.host},       {"MountPoint", s.mount_point},
                       {"Pid", s.pid},   {"Version", s.version}, {"Started", s.heartbeat}};
-  return j.dump();
+  // The strings are for display; one that is not UTF-8 (a mount point's name
+  // can be any bytes) is stored with U+FFFD in place of its bad bytes rather
+  // than make dump() throw.
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 Status DecodeSession(std::string_view v, SessionInfo* s) {
   auto j = nlohmann::json::parse(v, nullptr, false);
   if (j.is_discarded() || !j.is_object()) return Status::Err(EIO, "bad session record");
-  s->sid = j.value("Sid", uint64_t{0});
-  s->host = j.value("Host", "");
-  s->mount_point = j.value("MountPoint", "");
-  s->pid = j.value("Pid", 0u);
-  s->version = j.value("Version", "");
-  s->heartbeat = j.value("Started", int64_t{0});
+  SessionInfo out;
+  using namespace json_fields;
+  if (!Int(j, "Sid", &out.sid) || !Str(j, "Host", &out.host) || !Str(j, "MountPoint", &out.mount_point) ||
+      !Int(j, "Pid", &out.pid) || !Str(j, "Version", &out.version) || !Int(j, "Started", &out.heartbeat))
+    return Status::Err(EIO, "bad session record: a field of the wrong type or out of range");
+  *s = std::move(out);
   return Status::OK();
 }
 

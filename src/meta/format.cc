@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "meta/json_fields.h"
+
 namespace tessera::meta {
 
 std::string Format::ToJson() const {
@@ -22,21 +24,15 @@ Result<Format> Format::FromJson(const std::string& text) {
   nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) return Status::Err(EIO, "volume settings record is not valid JSON");
   Format f;
-  try {
-    f.version = j.value("Version", 0);
-    f.name = j.value("Name", "");
-    f.uuid = j.value("UUID", "");
-    f.storage = j.value("Storage", "file");
-    f.bucket = j.value("Bucket", "");
-    f.region = j.value("Region", "");
-    f.block_size = j.value("BlockSize", 4u << 20);
-    f.compression = j.value("Compression", "none");
-    f.trash_days = j.value("TrashDays", 0);
-    f.capacity = j.value("Capacity", uint64_t{0});
-    f.inodes = j.value("Inodes", uint64_t{0});
-  } catch (const std::exception& e) {
-    return Status::Err(EIO, std::string("volume settings record: ") + e.what());
-  }
+  f.version = 0;  // when the field is absent, as before (Format{} has the current version)
+  using namespace json_fields;
+  // Each field absent keeps its default; present, it must have its type and
+  // range (a number of the wrong kind is a damaged record, not a cast).
+  if (!Int(j, "Version", &f.version) || !Str(j, "Name", &f.name) || !Str(j, "UUID", &f.uuid) ||
+      !Str(j, "Storage", &f.storage) || !Str(j, "Bucket", &f.bucket) || !Str(j, "Region", &f.region) ||
+      !Int(j, "BlockSize", &f.block_size) || !Str(j, "Compression", &f.compression) ||
+      !Int(j, "TrashDays", &f.trash_days) || !Int(j, "Capacity", &f.capacity) || !Int(j, "Inodes", &f.inodes))
+    return Status::Err(EIO, "volume settings record: a field of the wrong type or out of range");
   if (f.version > kFormatVersion)
     return Status::Err(EPROTO, fmt::format("volume format version {} is newer than this client supports ({})",
                                            f.version, kFormatVersion));

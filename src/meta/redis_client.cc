@@ -19,11 +19,16 @@ namespace tessera::meta::redis {
 
 namespace {
 
+int HexDigit(char c) {
+  return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+// "%HH" is a byte; any other '%' is itself ("50%off" stays as it is).
 std::string PercentDecode(std::string_view s) {
   std::string out;
   for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '%' && i + 2 < s.size()) {
-      out.push_back(char(std::strtol(std::string(s.substr(i + 1, 2)).c_str(), nullptr, 16)));
+    if (s[i] == '%' && i + 2 < s.size() && HexDigit(s[i + 1]) >= 0 && HexDigit(s[i + 2]) >= 0) {
+      out.push_back(char(HexDigit(s[i + 1]) * 16 + HexDigit(s[i + 2])));
       i += 2;
     } else {
       out.push_back(s[i]);
@@ -73,7 +78,9 @@ Result<Options> Options::Parse(const std::string& url) {
     if (rest.empty() || rest[0] != '/') return bad("expected unix:///path/to/redis.sock");
     o.socket = std::string(rest);
   } else {
-    if (auto at = rest.rfind('@'); at != std::string_view::npos) {
+    // The userinfo: the authority (up to the first '/') up to its last '@',
+    // as RedactUrl sees it, so the password it masks is the one used here.
+    if (auto at = rest.substr(0, rest.find('/')).rfind('@'); at != std::string_view::npos) {
       std::string_view auth = rest.substr(0, at);
       rest = rest.substr(at + 1);
       auto colon = auth.find(':');
@@ -85,7 +92,8 @@ Result<Options> Options::Parse(const std::string& url) {
       std::string_view db = rest.substr(slash + 1);
       if (!db.empty() && !ParseInt(db, &o.db)) return bad("the database must be a number");
     }
-    if (auto colon = hostport.rfind(':'); colon != std::string_view::npos && hostport.find(']') == std::string_view::npos) {
+    // host:port or [v6]:port; the colons of [v6] alone are no port.
+    if (auto colon = hostport.rfind(':'); colon != std::string_view::npos && hostport.find(']', colon) == std::string_view::npos) {
       if (!ParseInt(hostport.substr(colon + 1), &o.port) || o.port <= 0 || o.port > 65535) return bad("bad port");
       hostport = hostport.substr(0, colon);
     }
@@ -175,9 +183,10 @@ std::string RandomHex() {
 }
 
 // The one retry policy for Redis requests: max_retries after the first try,
-// about 10 s in all by default.
+// about 10 s of pauses, no try started after retry_window_ms.
 RetryPolicy PolicyOf(const Options& o) {
-  return RetryPolicy{o.max_retries + 1, std::chrono::milliseconds(50), std::chrono::milliseconds(2000)};
+  return RetryPolicy{o.max_retries + 1, std::chrono::milliseconds(50), std::chrono::milliseconds(2000),
+                     std::chrono::milliseconds(o.retry_window_ms)};
 }
 
 }  // namespace
@@ -236,7 +245,14 @@ Result<Client::Conn*> Client::Dial() {
   };
   if (c == nullptr) return failed(Status::Err(ENOMEM, "redis " + opts_.display + ": cannot allocate a connection"));
   // Not reachable (yet): worth retrying, the server may be restarting.
-  if (c->err) return failed(Status::Err(ECONNREFUSED, "redis " + opts_.display + ": cannot connect: " + c->errstr));
+  if (c->err) {
+    const std::string why = c->errstr;
+    const int code = why.find("timed out") != std::string::npos  ? ETIMEDOUT
+                     : why.find("No route") != std::string::npos ? EHOSTUNREACH
+                     : why.find("unreachable") != std::string::npos ? ENETUNREACH
+                                                                     : ECONNREFUSED;
+    return failed(Status::Err(code, "redis " + opts_.display + ": cannot connect: " + why));
+  }
   redisSetTimeout(c, Millis(opts_.io_timeout_ms));
   auto conn = std::make_unique<Conn>();
   conn->ctx = c;

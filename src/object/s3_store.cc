@@ -129,6 +129,25 @@ Result<S3Endpoint> ParseS3Endpoint(const std::string& url) {
   }
   ep.host = Lower(authority);
   if (ep.host.empty()) return bad("no host");
+  // The host goes into the request URL and the Host header as it is: a name
+  // (bytes >= 0x80 for an IDN) or a bracketed IPv6 literal, nothing else.
+  auto name_char = [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_' ||
+           static_cast<unsigned char>(c) >= 0x80;
+  };
+  if (ep.host[0] == '[') {  // [v6 address] or [v6 address%zone]
+    const bool closed = ep.host.size() >= 3 && ep.host.back() == ']';
+    const std::string inner = closed ? ep.host.substr(1, ep.host.size() - 2) : "";
+    const size_t zone = inner.find('%');
+    const std::string addr = inner.substr(0, zone), id = zone == std::string::npos ? "" : inner.substr(zone + 1);
+    auto addr_char = [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) || c == ':' || c == '.'; };
+    auto id_char = [&](char c) { return name_char(c) && c != '.'; };
+    if (!closed || addr.find(':') == std::string::npos || !std::all_of(addr.begin(), addr.end(), addr_char) ||
+        !std::all_of(id.begin(), id.end(), id_char))
+      return bad("bad IPv6 address");
+  } else if (!std::all_of(ep.host.begin(), ep.host.end(), name_char)) {
+    return bad("the host name has characters other than letters, digits, '.', '-' and '_'");
+  }
   while (!path.empty() && path.back() == '/') path.pop_back();
   if (!path.empty()) {
     if (path.find('/') != std::string::npos) return bad("the path must be a single bucket name");
@@ -140,6 +159,8 @@ Result<S3Endpoint> ParseS3Endpoint(const std::string& url) {
     ep.bucket = ep.host.substr(0, dot);
     ep.virtual_hosted = true;
   }
+  if (ep.bucket == "." || ep.bucket == "..")  // curl would resolve it as a path segment
+    return bad("bucket name '" + ep.bucket + "'");
   for (char c : ep.bucket) {
     if (!std::islower(static_cast<unsigned char>(c)) && !std::isdigit(static_cast<unsigned char>(c)) && c != '-' &&
         c != '.' && c != '_')
@@ -239,7 +260,13 @@ Result<ListPage> ParseListV2(std::string_view xml) {
     if (!key) return Status::Err(EIO, "S3 list reply: <Contents> without <Key>");
     ObjectInfo info;
     info.key = Unescape(*key);
-    if (auto size = Element(*contents, "Size")) info.size = std::strtoll(std::string(*size).c_str(), nullptr, 10);
+    if (auto size = Element(*contents, "Size")) {
+      // A byte count: digits only (strtoll would take "-5" or "12abc").
+      if (size->empty() || size->size() > 18 ||
+          !std::all_of(size->begin(), size->end(), [](char c) { return c >= '0' && c <= '9'; }))
+        return Status::Err(EIO, "S3 list reply: bad <Size> of '" + info.key + "'");
+      info.size = std::strtoll(std::string(*size).c_str(), nullptr, 10);
+    }
     if (auto mtime = Element(*contents, "LastModified")) info.mtime_sec = ParseIso8601(*mtime);
     page.objects.push_back(std::move(info));
   }
@@ -367,7 +394,10 @@ Status S3Store::Attempt(void* curl, const Call& c, const std::string& payload_ha
   curl_slist_free_all(headers);
   if (rc != CURLE_OK) {
     std::string detail = errbuf[0] ? errbuf : curl_easy_strerror(rc);
-    const int code = rc == CURLE_OPERATION_TIMEDOUT ? ETIMEDOUT : RetryableCurlError(rc) ? ECONNRESET : EIO;
+    const int code = rc == CURLE_OPERATION_TIMEDOUT ? ETIMEDOUT
+                     : rc == CURLE_COULDNT_CONNECT  ? ECONNREFUSED
+                     : RetryableCurlError(rc)       ? ECONNRESET
+                                                    : EIO;
     return Status::Err(code, fmt::format("{} {}", cfg_.endpoint.HostHeader(), detail));
   }
   curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &resp->status);
