@@ -7,6 +7,9 @@
 //   read        pread and compare (also past EOF: short reads)
 //   truncate    ftruncate up or down
 //   punch       fallocate(PUNCH_HOLE | KEEP_SIZE): the range reads as zeros
+//   zero        fallocate(ZERO_RANGE): the range reads as zeros; may extend
+//   zero_keep   fallocate(ZERO_RANGE | KEEP_SIZE): zeros up to EOF, size kept
+//               (the range may start or end past EOF)
 //   falloc      fallocate(0): may extend the file with zeros
 //   falloc_keep fallocate(KEEP_SIZE): size and content unchanged
 //   copy        copy_file_range from the scratch file
@@ -15,11 +18,29 @@
 //               page past EOF must read as zeros
 //   map_write   mmap(PROT_WRITE, MAP_SHARED) inside the current size + msync
 //   fsync       fsync or fdatasync
-//   reopen      close and reopen, then compare the whole file
+//   reopen      close and reopen, then compare the whole file; sometimes the
+//               new descriptor is opened first and the file grows right after
+//               the close (its RELEASE may still be in progress), then fstat
 //   full_read   compare the whole file
 //               (files over 8 MiB: start, end and two sampled windows; the
 //               final check after the last operation always reads everything)
 //   src_write   pwrite/ftruncate on the scratch file (feeds "copy")
+//
+// With -Z a second descriptor of FILE is opened with O_DIRECT and a share of
+// the reads and writes go through it, interleaved with the buffered I/O and
+// mmap of the first descriptor (offsets, lengths and buffers aligned to 4096):
+//
+//   dwrite      O_DIRECT pwrite (may extend the file); sometimes preceded by a
+//               buffered read that fills the page cache with the old bytes;
+//               always followed by a buffered read of the whole range
+//   dread       O_DIRECT pread and compare (also across EOF: short reads)
+//
+// With -A (implies -Z) dwrite and dread are submitted as kernel AIO (io_submit
+// / io_getevents through syscall(2), no libaio), and one more operation runs:
+//
+//   aio_batch   2-4 O_DIRECT reads/writes on disjoint ranges submitted with one
+//               io_submit, in flight together, then waited for; reads stay
+//               below EOF; then buffered read-back of every written range
 //
 // Offsets are biased towards multiples of the boundary (-b), towards page
 // boundaries and towards EOF so that chunk/block edges get exercised. After
@@ -29,7 +50,9 @@
 // expected/actual bytes, saves the expected content as FILE.fsxgood and exits 1.
 //
 // Exit status: 0 success, 1 mismatch or unexpected error, 2 bad arguments.
-// Run with -h for the flags.
+// Run with -h for the flags. Helpers live in headers (every *.cc here is its
+// own program): fsx_util.h (sizes, the seeded generator), fsx_options.h
+// (operations, flags, usage, log lines), fsx_aio.h (aligned buffers, AIO).
 
 #include <fcntl.h>
 #include <getopt.h>
@@ -53,166 +76,19 @@
 #include <string>
 #include <vector>
 
+#include "fsx_aio.h"
+#include "fsx_options.h"
+#include "fsx_util.h"
+
 namespace {
 
-constexpr uint64_t kKiB = 1024;
-constexpr uint64_t kMiB = 1024 * kKiB;
+using namespace fsx;  // the helpers of this one program (fsx_*.h)
+
 constexpr size_t kLogSize = 20;          // operations shown on failure
 constexpr uint64_t kEdgeWindow = 64;     // bytes read back around a modified range's edges
 constexpr uint64_t kFullReadChunk = kMiB;
 constexpr uint64_t kMaxWholeCompare = 8 * kMiB;  // larger files are compared by samples
-
-void Usage(FILE* out) {
-  std::fprintf(out,
-      "usage: e2e_fsx [options] FILE\n"
-      "Random data-integrity exerciser: runs random operations on FILE (created or\n"
-      "truncated) and on the scratch file FILE.fsxsrc, checking each result against\n"
-      "an in-memory model.\n"
-      "\n"
-      "  -N ops       number of operations (default 10000)\n"
-      "  -S seed      random seed (default: from the clock; always printed)\n"
-      "  -l maxlen    maximum file size (default 4M)\n"
-      "  -o maxoplen  maximum length of one operation (default 256K)\n"
-      "  -b boundary  bias offsets to just before/after multiples of this size,\n"
-      "               e.g. the volume's block size (default 64K; 0 disables)\n"
-      "  -c           no copy_file_range (ops copy and copy_self)\n"
-      "  -m           no mmap (ops map_read and map_write)\n"
-      "  -p           no fallocate(PUNCH_HOLE)\n"
-      "  -F           no fallocate at all (implies -p)\n"
-      "  -k           keep FILE and FILE.fsxsrc on success (default: remove them)\n"
-      "  -v           print every operation\n"
-      "  -q           quiet: only the seed, failures and the summary\n"
-      "  -h           this help\n"
-      "Sizes accept a K, M or G suffix (binary). Exit status: 0 ok, 1 failure,\n"
-      "2 bad arguments. On failure FILE is kept and FILE.fsxgood holds the\n"
-      "expected content.\n");
-}
-
-// Parses "123", "64K", "4M", "1G". Returns false on garbage or overflow.
-bool ParseSize(const char* s, uint64_t* out) {
-  errno = 0;
-  char* end = nullptr;
-  const bool hex = s[0] == '0' && (s[1] == 'x' || s[1] == 'X');
-  unsigned long long v = std::strtoull(s, &end, hex ? 16 : 10);
-  if (errno != 0 || end == s || *s == '-') return false;
-  uint64_t mult = 1;
-  switch (*end) {
-    case '\0': break;
-    case 'k': case 'K': mult = kKiB; ++end; break;
-    case 'm': case 'M': mult = kMiB; ++end; break;
-    case 'g': case 'G': mult = kKiB * kMiB; ++end; break;
-    default: return false;
-  }
-  if (*end != '\0' || v > UINT64_MAX / mult) return false;
-  *out = v * mult;
-  return true;
-}
-
-// xoshiro256** seeded through splitmix64: a seed replays the same run on any
-// platform (std:: distributions are implementation-defined).
-class Rng {
- public:
-  explicit Rng(uint64_t seed) {
-    for (auto& word : s_) {
-      seed += 0x9e3779b97f4a7c15ULL;
-      uint64_t z = seed;
-      z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-      z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-      word = z ^ (z >> 31);
-    }
-  }
-  uint64_t Next() {
-    const uint64_t result = Rotl(s_[1] * 5, 7) * 9;
-    const uint64_t t = s_[1] << 17;
-    s_[2] ^= s_[0];
-    s_[3] ^= s_[1];
-    s_[1] ^= s_[2];
-    s_[0] ^= s_[3];
-    s_[2] ^= t;
-    s_[3] = Rotl(s_[3], 45);
-    return result;
-  }
-  // Uniform in [0, n); 0 when n == 0.
-  uint64_t Below(uint64_t n) { return n == 0 ? 0 : Next() % n; }
-  // Uniform in [lo, hi].
-  uint64_t Range(uint64_t lo, uint64_t hi) { return lo + Below(hi - lo + 1); }
-  bool OneIn(uint64_t n) { return Below(n) == 0; }
-  void Fill(uint8_t* p, size_t n) {
-    while (n >= 8) {
-      uint64_t v = Next();
-      std::memcpy(p, &v, 8);
-      p += 8;
-      n -= 8;
-    }
-    if (n > 0) {
-      uint64_t v = Next();
-      std::memcpy(p, &v, n);
-    }
-  }
-
- private:
-  static uint64_t Rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-  uint64_t s_[4];
-};
-
-enum Op {
-  kWrite,
-  kRead,
-  kTruncate,
-  kPunchHole,
-  kFallocate,
-  kFallocKeepSize,
-  kCopy,
-  kCopySelf,
-  kMapRead,
-  kMapWrite,
-  kFsync,
-  kReopen,
-  kFullRead,
-  kSrcWrite,
-  kNumOps,
-};
-
-constexpr std::array<const char*, kNumOps> kOpNames = {
-    "write", "read",     "truncate", "punch", "falloc",    "falloc_keep", "copy",
-    "copy_self", "map_read", "map_write", "fsync", "reopen", "full_read", "src_write"};
-
-// Relative frequencies; disabled operations get weight 0.
-constexpr std::array<unsigned, kNumOps> kDefaultWeights = {
-    /*write*/ 20, /*read*/ 15, /*truncate*/ 5, /*punch*/ 5, /*falloc*/ 3, /*falloc_keep*/ 2,
-    /*copy*/ 6, /*copy_self*/ 4, /*map_read*/ 6, /*map_write*/ 6, /*fsync*/ 2, /*reopen*/ 1,
-    /*full_read*/ 1, /*src_write*/ 3};
-
-struct Options {
-  uint64_t num_ops = 10000;
-  uint64_t seed = 0;
-  bool seed_given = false;
-  uint64_t max_len = 4 * kMiB;
-  uint64_t max_op_len = 256 * kKiB;
-  uint64_t boundary = 64 * kKiB;
-  bool copy_range = true;
-  bool mmap = true;
-  bool punch_hole = true;
-  bool fallocate = true;
-  bool keep = false;
-  bool verbose = false;
-  bool quiet = false;
-  std::string path;
-};
-
-// One executed operation, for the failure report.
-struct LogEntry {
-  uint64_t op_no = 0;
-  Op op = kWrite;
-  uint64_t off = 0;        // target offset (new size for truncate)
-  uint64_t len = 0;        // requested length
-  uint64_t src_off = 0;    // copy source offset
-  uint64_t size_before = 0;
-  uint64_t size_after = 0;
-  uint64_t touch_lo = 0;   // byte range of FILE whose content the op may have changed
-  uint64_t touch_hi = 0;
-  const char* note = "";
-};
+constexpr size_t kMaxAio = 4;            // requests of one aio_batch
 
 class Fsx;
 Fsx* g_fsx = nullptr;  // for the crash report of the signal handler
@@ -231,12 +107,23 @@ class Fsx {
     if (!opt_.mmap) weights_[kMapRead] = weights_[kMapWrite] = 0;
     if (!opt_.punch_hole || !opt_.fallocate) weights_[kPunchHole] = 0;
     if (!opt_.fallocate) weights_[kFallocate] = weights_[kFallocKeepSize] = 0;
+    if (!opt_.zero_range || !opt_.fallocate) weights_[kZeroRange] = weights_[kZeroKeepSize] = 0;
+    if (!opt_.direct) weights_[kDirectWrite] = weights_[kDirectRead] = 0;
+    if (!opt_.aio) weights_[kAioBatch] = 0;
+    if (opt_.direct) {
+      for (size_t i = 0; i < kMaxAio; ++i) dbufs_.emplace_back(AlignUp(opt_.max_op_len, kDirectAlign));
+    }
     for (unsigned w : weights_) total_weight_ += w;
   }
 
   int Run() {
     fd_ = OpenFile(opt_.path, O_TRUNC);
     if (opt_.copy_range) src_fd_ = OpenFile(src_path_, O_TRUNC);
+    if (opt_.direct) dfd_ = OpenFile(opt_.path, O_DIRECT);
+    if (opt_.aio) {
+      errno = aio_.Setup(kMaxAio);
+      if (errno != 0) SysFail("io_setup", "");
+    }
     const auto start = std::chrono::steady_clock::now();
 
     for (op_no_ = 1; op_no_ <= opt_.num_ops; ++op_no_) {
@@ -261,6 +148,7 @@ class Fsx {
 
     CloseFile(&fd_);
     CloseFile(&src_fd_);
+    CloseFile(&dfd_);
     if (!opt_.keep) {
       unlink(opt_.path.c_str());
       if (opt_.copy_range) unlink(src_path_.c_str());
@@ -360,7 +248,7 @@ class Fsx {
   void Log(Op op, uint64_t off, uint64_t len, uint64_t touch_lo, uint64_t touch_hi, uint64_t src_off = 0,
            const char* note = "") {
     LogEntry& e = log_[log_next_++ % kLogSize];
-    e = LogEntry{op_no_, op, off, len, src_off, model_.size(), model_.size(), touch_lo, touch_hi, note};
+    e = LogEntry{op_no_, op, off, len, src_off, model_.size(), model_.size(), touch_lo, touch_hi, note, {}};
     ++counts_[op];
   }
 
@@ -369,29 +257,6 @@ class Fsx {
     LogEntry& e = log_[(log_next_ - 1) % kLogSize];
     e.size_after = model_.size();
     if (opt_.verbose) PrintEntry(stdout, e);
-  }
-
-  static void PrintEntry(FILE* out, const LogEntry& e) {
-    std::fprintf(out, "  %7" PRIu64 " %-11s ", e.op_no, kOpNames[e.op]);
-    switch (e.op) {
-      case kTruncate:
-        std::fprintf(out, "to %" PRIu64, e.off);
-        break;
-      case kCopy:
-      case kCopySelf:
-        std::fprintf(out, "src %" PRIu64 " -> dst %" PRIu64 " len %" PRIu64, e.src_off, e.off, e.len);
-        break;
-      case kFsync:
-      case kReopen:
-      case kFullRead:
-        break;
-      default:
-        std::fprintf(out, "off %" PRIu64 " len %" PRIu64 " (end %" PRIu64 ")", e.off, e.len,
-                     e.off + e.len);
-        break;
-    }
-    std::fprintf(out, "  size %" PRIu64 " -> %" PRIu64 "%s%s\n", e.size_before, e.size_after,
-                 *e.note ? "  " : "", e.note);
   }
 
   // Prints the last operations; marks those that changed bad_off.
@@ -423,10 +288,11 @@ class Fsx {
     DumpLog(bad_off);
     SaveGood();
     std::fprintf(stderr, "rerun: e2e_fsx -S %" PRIu64 " -N %" PRIu64 " -l %" PRIu64 " -o %" PRIu64
-                         " -b %" PRIu64 "%s%s%s%s %s\n",
+                         " -b %" PRIu64 "%s%s%s%s%s%s %s\n",
                  opt_.seed, opt_.num_ops, opt_.max_len, opt_.max_op_len, opt_.boundary,
                  opt_.copy_range ? "" : " -c", opt_.mmap ? "" : " -m",
-                 opt_.punch_hole ? "" : " -p", opt_.fallocate ? "" : " -F", opt_.path.c_str());
+                 opt_.punch_hole ? "" : " -p", opt_.zero_range ? "" : " -z", opt_.fallocate ? "" : " -F",
+                 opt_.aio ? " -A" : opt_.direct ? " -Z" : "", opt_.path.c_str());
     std::exit(1);
   }
 
@@ -435,11 +301,13 @@ class Fsx {
     const char* hint = "";
     if (err == EOPNOTSUPP || err == ENOSYS || err == EXDEV || err == EINVAL) {
       if (std::strncmp(call, "fallocate", 9) == 0)
-        hint = " (if the file system lacks this fallocate mode, rerun with -p or -F)";
+        hint = " (if the file system lacks this fallocate mode, rerun with -p, -z or -F)";
       else if (std::strcmp(call, "copy_file_range") == 0)
         hint = " (if the file system lacks copy_file_range, rerun with -c)";
       else if (std::strncmp(call, "mmap", 4) == 0 || std::strcmp(call, "msync") == 0)
         hint = " (if the file system lacks shared mmap, rerun with -m)";
+      else if (std::strncmp(call, "open", 4) == 0 && dfd_ < 0 && opt_.direct)
+        hint = " (if the file system lacks O_DIRECT, rerun without -Z/-A)";
     }
     Fail(UINT64_MAX, "%s%s%s failed: %s%s", call, *detail ? " " : "", detail, std::strerror(err), hint);
   }
@@ -593,6 +461,10 @@ class Fsx {
   void Reopen(bool also_src) {
     CloseFile(&fd_);
     fd_ = OpenFile(opt_.path, 0);
+    if (dfd_ >= 0 && (also_src || final_check_)) {
+      CloseFile(&dfd_);
+      dfd_ = OpenFile(opt_.path, O_DIRECT);
+    }
     if (also_src && src_fd_ >= 0) {
       CloseFile(&src_fd_);
       src_fd_ = OpenFile(src_path_, 0);
@@ -632,6 +504,11 @@ class Fsx {
       case kReopen: OpReopen(); break;
       case kFullRead: OpFullRead(); break;
       case kSrcWrite: OpSrcWrite(); break;
+      case kZeroRange: OpZeroRange(false); break;
+      case kZeroKeepSize: OpZeroRange(true); break;
+      case kDirectWrite: OpDirectWrite(); break;
+      case kDirectRead: OpDirectRead(); break;
+      case kAioBatch: OpAioBatch(); break;
       case kNumOps: break;
     }
   }
@@ -811,8 +688,29 @@ class Fsx {
 
   void OpReopen() {
     const bool also_src = rng_.OneIn(2) && src_fd_ >= 0;
-    Log(kReopen, 0, 0, 0, 0, 0, also_src ? "both files" : "");
-    Reopen(also_src);
+    // Sometimes the file grows at once: the RELEASE of close(2) goes in the
+    // background, and the file system may still be handling it (committing
+    // what is pending) when the write and the fstat after it arrive.
+    const uint64_t size = model_.size();
+    const uint64_t grow = rng_.OneIn(2) && size < opt_.max_len ? rng_.Range(1, std::min(page_, opt_.max_len - size)) : 0;
+    static constexpr const char* kNotes[] = {"", "both files", "new fd first", "both files, new fd first"};
+    Log(kReopen, size, grow, size, size + grow, 0, kNotes[(also_src ? 1 : 0) + (grow > 0 ? 2 : 0)]);
+    if (grow > 0) {  // open before closing, so that the write follows the close at once
+      const int old_fd = fd_;
+      fd_ = OpenFile(opt_.path, 0);
+      if (close(old_fd) != 0) SysFail("close", "");
+      rng_.Fill(buf_.data(), grow);
+      WriteFully(fd_, buf_.data(), size, grow);
+      model_.resize(size + grow);
+      std::memcpy(model_.data() + size, buf_.data(), grow);
+      CheckSize();
+      if (also_src) {
+        CloseFile(&src_fd_);
+        src_fd_ = OpenFile(src_path_, 0);
+      }
+    } else {
+      Reopen(also_src);
+    }
     CheckSize();
     CheckWhole("read after reopen");
     if (also_src) CheckSrcFile(/*whole=*/false);
@@ -847,6 +745,153 @@ class Fsx {
     }
   }
 
+  void OpZeroRange(bool keep_size) {
+    const uint64_t before = model_.size();
+    // KEEP_SIZE: mostly inside the file, sometimes starting past EOF.
+    const uint64_t off = keep_size && !rng_.OneIn(4) ? PickOffset(std::max<uint64_t>(before, 1))
+                                                     : PickOffset(opt_.max_len);
+    const uint64_t len = PickLen(opt_.max_len - off);
+    const uint64_t new_size = keep_size ? before : std::max(before, off + len);
+    const uint64_t zero_end = std::min(new_size, off + len);
+    Log(keep_size ? kZeroKeepSize : kZeroRange, off, len, std::min(off, new_size), zero_end);
+    const int mode = FALLOC_FL_ZERO_RANGE | (keep_size ? FALLOC_FL_KEEP_SIZE : 0);
+    if (fallocate(fd_, mode, static_cast<off_t>(off), static_cast<off_t>(len)) != 0) {
+      SysFail(keep_size ? "fallocate(ZERO_RANGE|KEEP_SIZE)" : "fallocate(ZERO_RANGE)", "");
+    }
+    model_.resize(new_size);
+    if (off < zero_end) std::memset(model_.data() + off, 0, zero_end - off);
+    CheckEdges(std::min(off, new_size), std::max(zero_end, std::min(off, new_size)));
+  }
+
+  // An O_DIRECT range inside [0, limit): offset from PickOffset rounded down,
+  // length from PickLen rounded up, both multiples of kDirectAlign. False
+  // when limit holds no aligned block.
+  bool PickDirectRange(uint64_t limit, uint64_t* off, uint64_t* len) {
+    limit = AlignDown(limit, kDirectAlign);
+    if (limit == 0) return false;
+    *off = AlignDown(PickOffset(limit), kDirectAlign);
+    const uint64_t max = std::min(limit - *off, AlignDown(opt_.max_op_len, kDirectAlign));
+    *len = AlignUp(PickLen(max), kDirectAlign);
+    return true;
+  }
+
+  // Runs requests on the O_DIRECT descriptor: one synchronous pread/pwrite
+  // each, or (-A) all submitted at once as AIO and then waited for.
+  void DirectIo(std::vector<Aio::Request>* reqs) {
+    if (!opt_.aio) {
+      for (auto& r : *reqs) {
+        ssize_t n;
+        do {
+          n = r.write ? pwrite(dfd_, r.buf, r.len, static_cast<off_t>(r.off))
+                      : pread(dfd_, r.buf, r.len, static_cast<off_t>(r.off));
+        } while (n < 0 && errno == EINTR);
+        r.res = n < 0 ? -errno : n;
+      }
+      return;
+    }
+    if ((errno = aio_.Submit(reqs)) != 0) SysFail("io_submit", "");
+    if ((errno = aio_.Wait(reqs)) != 0) SysFail("io_getevents", "");
+  }
+
+  // Fails unless request r transferred `expect` bytes.
+  void CheckDirectResult(const Aio::Request& r, uint64_t expect) {
+    const char* what = opt_.aio ? (r.write ? "AIO O_DIRECT write" : "AIO O_DIRECT read")
+                                : (r.write ? "O_DIRECT pwrite" : "O_DIRECT pread");
+    if (r.res < 0) {
+      errno = static_cast<int>(-r.res);
+      SysFail(what, ("at " + std::to_string(r.off) + " len " + std::to_string(r.len)).c_str());
+    }
+    if (static_cast<uint64_t>(r.res) != expect) {
+      Fail(r.off + std::min<uint64_t>(static_cast<uint64_t>(r.res), expect),
+           "%s of %" PRIu64 " bytes at %" PRIu64 " returned %" PRId64 ", expected %" PRIu64 " (file size %zu)",
+           what, r.len, r.off, r.res, expect, model_.size());
+    }
+  }
+
+  // Applies completed direct writes to the model, then reads every written
+  // range back through the page cache (buffered descriptor) and its edges.
+  void FinishDirectWrites(const std::vector<Aio::Request>& reqs) {
+    for (const auto& r : reqs) {
+      if (!r.write) continue;
+      if (r.off + r.len > model_.size()) model_.resize(r.off + r.len);
+      std::memcpy(model_.data() + r.off, r.buf, r.len);
+    }
+    for (const auto& r : reqs) {
+      if (!r.write) continue;
+      CheckRange(r.off, r.off + r.len, "buffered read after O_DIRECT write");
+      CheckEdges(r.off, r.off + r.len);
+    }
+  }
+
+  void OpDirectWrite() {
+    uint64_t off = 0, len = 0;
+    PickDirectRange(opt_.max_len, &off, &len);
+    // Sometimes the page cache holds the old bytes first: the write must
+    // invalidate them.
+    const bool prime = rng_.OneIn(3);
+    std::vector<Aio::Request> reqs{{true, dfd_, dbufs_[0].data(), off, len, 0}};
+    rng_.Fill(reqs[0].buf, len);
+    Log(kDirectWrite, off, len, off, off + len, 0, prime ? "page cache filled first" : "");
+    if (prime) CheckRange(off, off + len, "buffered read before O_DIRECT write");
+    DirectIo(&reqs);
+    CheckDirectResult(reqs[0], len);
+    FinishDirectWrites(reqs);
+  }
+
+  void OpDirectRead() {
+    const uint64_t size = model_.size();
+    // Mostly inside the file (the page holding EOF included); sometimes anywhere.
+    const uint64_t limit = size == 0 || rng_.OneIn(8) ? opt_.max_len : AlignUp(size, kDirectAlign);
+    uint64_t off = 0, len = 0;
+    PickDirectRange(limit, &off, &len);
+    Log(kDirectRead, off, len, 0, 0);
+    std::vector<Aio::Request> reqs{{false, dfd_, dbufs_[0].data(), off, len, 0}};
+    DirectIo(&reqs);
+    const uint64_t expect = off < size ? std::min(len, size - off) : 0;
+    CheckDirectResult(reqs[0], expect);
+    Compare(reqs[0].buf, off, expect, "O_DIRECT read");
+  }
+
+  // 2-4 AIO O_DIRECT requests on disjoint ranges, in flight together. Reads
+  // end below EOF, so that a write extending the file cannot change what
+  // they return.
+  void OpAioBatch() {
+    const uint64_t size = model_.size();
+    const size_t want = rng_.Range(2, kMaxAio);
+    std::vector<Aio::Request> reqs;
+    std::string detail = " [";
+    uint64_t lo = UINT64_MAX, hi = 0;
+    for (size_t i = 0; i < want; ++i) {
+      const bool write = rng_.OneIn(2) || AlignDown(size, kDirectAlign) == 0;
+      uint64_t off = 0, len = 0;
+      PickDirectRange(write ? opt_.max_len : AlignDown(size, kDirectAlign), &off, &len);
+      bool overlaps = false;
+      for (const auto& r : reqs) overlaps |= off < r.off + r.len && r.off < off + len;
+      if (overlaps) continue;
+      reqs.push_back({write, dfd_, dbufs_[reqs.size()].data(), off, len, 0});
+      if (write) {
+        rng_.Fill(reqs.back().buf, len);
+        lo = std::min(lo, off);
+        hi = std::max(hi, off + len);
+      }
+      detail += (reqs.size() > 1 ? " " : "") + std::string(write ? "w" : "r") + std::to_string(off) + "+" +
+                std::to_string(len);
+    }
+    detail += "]";
+    const bool prime = rng_.OneIn(3);
+    Log(kAioBatch, 0, 0, lo == UINT64_MAX ? 0 : lo, hi, 0, prime ? "page cache filled first" : "");
+    log_[(log_next_ - 1) % kLogSize].detail = detail;
+    if (prime) {
+      for (const auto& r : reqs)
+        if (r.write) CheckRange(r.off, r.off + r.len, "buffered read before AIO write");
+    }
+    DirectIo(&reqs);
+    for (const auto& r : reqs) CheckDirectResult(r, r.len);
+    for (const auto& r : reqs)
+      if (!r.write) Compare(r.buf, r.off, r.len, "AIO O_DIRECT read in a batch");
+    FinishDirectWrites(reqs);
+  }
+
   void PrintSummary(double secs) {
     std::printf("fsx: OK: %" PRIu64 " ops in %.1fs, seed %" PRIu64 ", final size %zu\n", op_no_, secs,
                 opt_.seed, model_.size());
@@ -865,6 +910,9 @@ class Fsx {
   uint64_t total_weight_ = 0;
   int fd_ = -1;
   int src_fd_ = -1;
+  int dfd_ = -1;                    // FILE opened with O_DIRECT (-Z)
+  Aio aio_;                         // -A
+  std::vector<AlignedBuf> dbufs_;   // O_DIRECT buffers, one per request in flight
   std::vector<uint8_t> model_;      // expected content of FILE
   std::vector<uint8_t> src_model_;  // expected content of FILE.fsxsrc
   std::vector<uint8_t> buf_;        // data to write
@@ -887,7 +935,7 @@ void OnFatalSignal(int sig) {
 int main(int argc, char** argv) {
   Options opt;
   int c;
-  while ((c = getopt(argc, argv, "N:S:l:o:b:cmpFkvqh")) != -1) {
+  while ((c = getopt(argc, argv, "N:S:l:o:b:cmpzFZAkvqh")) != -1) {
     bool ok = true;
     switch (c) {
       case 'N': ok = ParseSize(optarg, &opt.num_ops); break;
@@ -898,7 +946,10 @@ int main(int argc, char** argv) {
       case 'c': opt.copy_range = false; break;
       case 'm': opt.mmap = false; break;
       case 'p': opt.punch_hole = false; break;
+      case 'z': opt.zero_range = false; break;
       case 'F': opt.fallocate = false; break;
+      case 'Z': opt.direct = true; break;
+      case 'A': opt.aio = opt.direct = true; break;
       case 'k': opt.keep = true; break;
       case 'v': opt.verbose = true; break;
       case 'q': opt.quiet = true; break;
@@ -922,6 +973,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   opt.max_op_len = std::min(opt.max_op_len, opt.max_len);
+  if (opt.direct && (opt.max_len < 2 * kDirectAlign || opt.max_op_len < kDirectAlign)) {
+    std::fprintf(stderr, "e2e_fsx: -Z/-A need -l of 8K or more and -o of 4K or more\n");
+    return 2;
+  }
   if (!opt.seed_given) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -931,10 +986,12 @@ int main(int argc, char** argv) {
   }
 
   std::printf("fsx: seed %" PRIu64 " file %s ops %" PRIu64 " maxlen %" PRIu64 " maxoplen %" PRIu64
-              " boundary %" PRIu64 "%s%s%s%s\n",
+              " boundary %" PRIu64 "%s%s%s%s%s%s\n",
               opt.seed, opt.path.c_str(), opt.num_ops, opt.max_len, opt.max_op_len, opt.boundary,
               opt.copy_range ? "" : " [no copy_file_range]", opt.mmap ? "" : " [no mmap]",
-              opt.punch_hole ? "" : " [no punch hole]", opt.fallocate ? "" : " [no fallocate]");
+              opt.punch_hole ? "" : " [no punch hole]", opt.zero_range ? "" : " [no zero range]",
+              opt.fallocate ? "" : " [no fallocate]",
+              opt.aio ? " [O_DIRECT + AIO]" : opt.direct ? " [O_DIRECT]" : "");
   std::fflush(stdout);
 
   Fsx fsx(opt);

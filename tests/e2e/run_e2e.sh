@@ -136,6 +136,10 @@ for suite in $SUITES; do
     "$BIN/e2e_fsx" -N $((N / 4)) -S 7 -b $((64 << 20)) -l $((80 << 20)) "$MNT/fsx-chunk" >"$WORK/fsx-chunk.log" 2>&1 ||
       { tail -40 "$WORK/fsx-chunk.log"; fail "fsx chunk boundary"; }
     tail -2 "$WORK/fsx-chunk.log"
+    log "fsx with O_DIRECT and kernel AIO interleaved with buffered I/O and mmap"
+    "$BIN/e2e_fsx" -N "$N" -S 3 -Z -A -b 65536 -l $((8 << 20)) "$MNT/fsx-aio" >"$WORK/fsx-aio.log" 2>&1 ||
+      { tail -40 "$WORK/fsx-aio.log"; fail "fsx O_DIRECT + AIO"; }
+    tail -2 "$WORK/fsx-aio.log"
     ;;
   concurrency)
     log "concurrency"
