@@ -7,13 +7,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 JOBS=${JOBS:-$(nproc)}
 
-step() { printf '\n==== %s\n' "$*"; }
+START=$SECONDS
+step() { printf '\n==== [%dm%02ds] %s\n' $(((SECONDS - START) / 60)) $(((SECONDS - START) % 60)) "$*"; }
 
 step "build (RelWithDebInfo)"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 ninja -C build -j "$JOBS"
 step "tests (RelWithDebInfo)"
-ctest --test-dir build --output-on-failure -j 1
+ctest --test-dir build --output-on-failure -j 1 -LE campaign
+step "campaigns, short versions (together: they mostly wait on outages and timeouts)"
+ctest --test-dir build --output-on-failure -j 5 -L campaign
 
 if [ "${TESSERA_SKIP_SANITIZERS:-0}" != 1 ]; then
   step "build (ASan+UBSan)"
@@ -31,3 +34,4 @@ if [ "${TESSERA_SKIP_SANITIZERS:-0}" != 1 ]; then
   step "tests (TSan)"
   TSAN_OPTIONS=halt_on_error=1 TESSERA_TEST_QUICK=1 ctest --test-dir build-tsan --output-on-failure -j 1 -L unit
 fi
+step "all tests passed"

@@ -13,7 +13,8 @@
 #   - both mounts read B's data; fsck is clean.
 # Rounds repeat the whole scenario (default 3; --quick: 1).
 #   scripts/campaigns/many_hosts.sh [--quick] [--rounds N] [--timeout S]
-# TESSERA: the binary (default build/src/tessera). Needs root, ip(8), nsenter.
+# TESSERA: the binary (default build/src/tessera). Needs root, ip(8), nsenter;
+# exits 77 (skipped, says why) where network namespaces cannot be created.
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 TESSERA=$(realpath "${TESSERA:-$REPO/build/src/tessera}")
@@ -53,6 +54,11 @@ trap cleanup EXIT
 # ---------------------------------------------------------------- the network
 # 10.77.0.1 is this machine's address for the clients (on its loopback
 # interface); client X is 10.77.N.2 behind veth vhX/vnX (N = 1 for a, 2 for b).
+if ! command -v ip >/dev/null || ! ip netns add "${TAG}probe" 2>/dev/null; then
+  echo "many_hosts: SKIPPED: cannot create network namespaces here (needs ip(8) from iproute2 and root)" >&2
+  exit 77
+fi
+ip netns del "${TAG}probe"
 ip addr add 10.77.0.1/32 dev lo
 n=0
 for x in a b; do

@@ -6,6 +6,9 @@
 #                             Unix socket in DIR/sock; writes DIR/env (shell
 #                             exports, see below) and prints it
 #   pg-server.sh restart DIR  restart that server (same port and socket)
+#   pg-server.sh kill DIR     SIGKILL the server and all its processes (a
+#                             crash: what was committed is in the WAL);
+#                             `restart` starts it again (crash recovery)
 #   pg-server.sh stop DIR     stop it and remove DIR
 #
 # DIR must not exist or be empty, and its parent must be traversable by the
@@ -107,6 +110,30 @@ cmd_restart() {
   as_pg "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 -m fast restart >/dev/null
 }
 
+# The postmaster and its children (backends, checkpointer, walwriter...).
+server_pids() {
+  local dir=$1 pm
+  pm=$(head -n 1 "$dir/data/postmaster.pid" 2>/dev/null || true)
+  [ -n "$pm" ] && kill -0 "$pm" 2>/dev/null || return 0
+  echo "$pm"
+  pgrep -P "$pm" || true
+}
+
+cmd_kill() {
+  local dir=$1 pids
+  pids=$(server_pids "$dir")
+  [ -n "$pids" ] || return 0
+  # shellcheck disable=SC2086
+  kill -KILL $pids 2>/dev/null || true
+  for _ in $(seq 1 200); do
+    local alive=0 p
+    for p in $pids; do kill -0 "$p" 2>/dev/null && alive=1; done
+    [ "$alive" = 0 ] && return 0
+    sleep 0.05
+  done
+  die "server processes still alive after SIGKILL: $pids"
+}
+
 cmd_stop() {
   local dir=$1 bin
   bin=$(find_bin)
@@ -117,10 +144,11 @@ cmd_stop() {
   rm -rf "$dir"
 }
 
-[ $# -eq 2 ] || die "usage: pg-server.sh start|restart|stop DIR"
+[ $# -eq 2 ] || die "usage: pg-server.sh start|restart|kill|stop DIR"
 case $1 in
   start) cmd_start "$2" ;;
   restart) cmd_restart "$2" ;;
+  kill) cmd_kill "$2" ;;
   stop) cmd_stop "$2" ;;
-  *) die "usage: pg-server.sh start|restart|stop DIR" ;;
+  *) die "usage: pg-server.sh start|restart|kill|stop DIR" ;;
 esac

@@ -9,6 +9,10 @@
 #                               starts it again on the same port and data
 #   redis-server.sh kill DIR    SIGKILL (a crash; AOF keeps what was fsync'd)
 #   redis-server.sh stop DIR    stops it (idempotent)
+# TESSERA_REDIS_APPENDFSYNC (at start) sets the AOF fsync policy: everysec
+# (default) or always (every acknowledged write is on disk: what a test that
+# kills the server and expects nothing acknowledged lost needs) or no; it is
+# kept in DIR for restarts.
 set -euo pipefail
 cmd=${1:-}; dir=${2:-}
 [ -n "$cmd" ] && [ -n "$dir" ] || { echo "usage: redis-server.sh start|stop|restart|kill DIR" >&2; exit 2; }
@@ -19,8 +23,9 @@ free_port() {
 
 launch() {
   local port; port=$(cat "$dir/port")
+  local fsync; fsync=$(cat "$dir/appendfsync" 2>/dev/null || echo everysec)
   redis-server --port "$port" --bind 127.0.0.1 --unixsocket "$dir/redis.sock" --unixsocketperm 700 \
-    --dir "$dir" --appendonly yes --appendfsync everysec --save "" --daemonize yes \
+    --dir "$dir" --appendonly yes --appendfsync "$fsync" --save "" --daemonize yes \
     --pidfile "$dir/redis.pid" --logfile "$dir/redis.log" >/dev/null
   for _ in $(seq 1 100); do
     if redis-cli -p "$port" ping 2>/dev/null | grep -q PONG; then return 0; fi
@@ -44,6 +49,10 @@ case "$cmd" in
   start)
     command -v redis-server >/dev/null || { echo "redis-server.sh: redis-server is not installed (apt-get install redis-server)" >&2; exit 1; }
     mkdir -p "$dir"
+    case ${TESSERA_REDIS_APPENDFSYNC:-everysec} in
+      always|everysec|no) echo "${TESSERA_REDIS_APPENDFSYNC:-everysec}" >"$dir/appendfsync" ;;
+      *) echo "redis-server.sh: TESSERA_REDIS_APPENDFSYNC must be always, everysec or no" >&2; exit 2 ;;
+    esac
     free_port >"$dir/port"
     launch
     port=$(cat "$dir/port")
