@@ -1,6 +1,7 @@
 #include "cli/cli_util.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdio>
 
@@ -62,6 +63,33 @@ Result<Volume> OpenVolume(const std::string& meta_url) {
   if (!s.ok()) return s.status().With("cannot open object storage");
   v.store = std::move(*s);
   return v;
+}
+
+std::string HumanSize(uint64_t n) {
+  if (n >= (1ull << 30)) return fmt::format("{:.1f} GiB", double(n) / double(1ull << 30));
+  if (n >= (1ull << 20)) return fmt::format("{:.1f} MiB", double(n) / double(1ull << 20));
+  if (n >= (1ull << 10)) return fmt::format("{:.1f} KiB", double(n) / double(1ull << 10));
+  return fmt::format("{} bytes", n);
+}
+
+bool Progress::IsTty() { return isatty(STDERR_FILENO) != 0; }
+
+void Progress::Show(const std::string& text, bool force) {
+  const auto now = std::chrono::steady_clock::now();
+  if (last_ == std::chrono::steady_clock::time_point{}) last_ = now;  // the first call starts the clock
+  const auto every = tty_ ? std::chrono::seconds(1) : std::chrono::seconds(10);
+  // Forced (a final count): only where earlier lines were shown, so that a
+  // quick command prints nothing.
+  if (force ? !printed_ : now - last_ < every) return;
+  last_ = now;
+  printed_ = true;
+  std::fprintf(stderr, tty_ ? "\r%s   " : "tessera: %s\n", text.c_str());
+  std::fflush(stderr);
+}
+
+void Progress::Done() {
+  if (tty_ && printed_) std::fprintf(stderr, "\n");
+  printed_ = false;
 }
 
 }  // namespace tessera::cli

@@ -1,6 +1,8 @@
 // Helpers shared by the commands.
 #pragma once
 
+#include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -32,5 +34,25 @@ int Fail(const std::string& msg);
 // local database that does not exist yet is ENOENT ("no volume ...") and
 // nothing is created.
 Result<std::unique_ptr<meta::Meta>> OpenMeta(const std::string& url, bool must_exist);
+
+// "12.3 MiB", "512 bytes".
+std::string HumanSize(uint64_t n);
+
+// Progress of a long-running command on stderr: on a terminal a line
+// rewritten in place at most once a second; otherwise a plain line every
+// 10 seconds (logs of cron jobs stay short). Nothing for the first second
+// (or 10): a quick command shows no progress.
+class Progress {
+ public:
+  void Show(const std::string& text, bool force = false);
+  // Ends the terminal line.
+  void Done();
+
+ private:
+  const bool tty_ = IsTty();
+  std::chrono::steady_clock::time_point last_{};  // the last line, or the first call
+  bool printed_ = false;
+  static bool IsTty();
+};
 
 }  // namespace tessera::cli

@@ -32,13 +32,6 @@ namespace {
 
 constexpr int64_t kMinLeakAgeSec = 3600;
 
-std::string Size(uint64_t n) {
-  if (n >= (1ull << 30)) return fmt::format("{:.1f} GiB", double(n) / double(1ull << 30));
-  if (n >= (1ull << 20)) return fmt::format("{:.1f} MiB", double(n) / double(1ull << 20));
-  if (n >= (1ull << 10)) return fmt::format("{:.1f} KiB", double(n) / double(1ull << 10));
-  return fmt::format("{} bytes", n);
-}
-
 // "chunks/{id/1000/1000}/{id/1000}/{id}_{index}_{len}" -> id, index, len.
 bool ParseBlockKey(const std::string& key, uint64_t* id, uint32_t* index, uint32_t* len) {
   const size_t slash = key.rfind('/');
@@ -72,26 +65,7 @@ struct Count {
     ++objects;
     bytes += size;
   }
-  std::string Text() const { return fmt::format("{} object(s), {}", objects, Size(bytes)); }
-};
-
-// Prints "\r<text>" on a terminal at most once a second.
-class Progress {
- public:
-  void Show(const std::string& text, bool force = false) {
-    if (!isatty(STDERR_FILENO)) return;
-    const auto now = std::chrono::steady_clock::now();
-    if (!force && now - last_ < std::chrono::seconds(1)) return;
-    last_ = now;
-    std::fprintf(stderr, "\r%s   ", text.c_str());
-    std::fflush(stderr);
-  }
-  void Done() {
-    if (isatty(STDERR_FILENO)) std::fprintf(stderr, "\n");
-  }
-
- private:
-  std::chrono::steady_clock::time_point last_{};
+  std::string Text() const { return fmt::format("{} object(s), {}", objects, HumanSize(bytes)); }
 };
 
 }  // namespace

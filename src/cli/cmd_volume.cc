@@ -1,4 +1,4 @@
-// format, status, fsck, info, version.
+// format, status, info, version.
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -145,21 +145,6 @@ int ShowStatus(const std::string& meta_url) {
     out["Sessions"].push_back(std::move(j));
   }
   std::printf("%s\n", out.dump(2).c_str());
-  return 0;
-}
-
-int Fsck(const std::string& meta_url) {
-  auto m = OpenMeta(meta_url, /*must_exist=*/true);
-  if (!m.ok()) return Fail(m.status().ToString());
-  auto f = (*m)->Load();
-  if (!f.ok()) return Fail(f.status().not_found() ? "no volume at " + RedactUrl(meta_url) + ": run 'tessera format' first"
-                                                  : f.status().With(RedactUrl(meta_url)).ToString());
-  std::vector<std::string> problems;
-  Status st = (*m)->Check(&problems);
-  if (!st.ok()) return Fail(st.ToString());
-  for (const auto& p : problems) std::printf("%s\n", p.c_str());
-  if (!problems.empty()) return Fail(fmt::format("{} problem(s) found", problems.size()));
-  std::fprintf(stderr, "tessera: metadata of volume '%s' is consistent\n", f->name.c_str());
   return 0;
 }
 

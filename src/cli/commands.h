@@ -76,7 +76,16 @@ int Mount(const MountOptions& o);
 int Umount(const std::string& mount_point, bool force, bool flush);
 int ShowStatus(const std::string& meta_url);
 int Info(const std::vector<std::string>& paths);
-int Fsck(const std::string& meta_url);
+// `tessera fsck META-URL`: the engine's consistency check; with
+// check_objects, also that every block the files (under path) reference is
+// in the bucket with its size, broken files named by path.
+struct FsckOptions {
+  std::string meta_url;
+  bool check_objects = false;
+  std::string path;  // inside the volume; "" = the whole tree
+  int threads = 10;
+};
+int Fsck(const FsckOptions& o);
 
 // `tessera gc META-URL`: leaked objects in the bucket (no metadata references
 // them); with delete_leaked, removes those older than an hour and finishes

@@ -136,9 +136,15 @@ int main(int argc, char** argv) {
   auto* compact = app.add_subcommand("compact", "Merge the slices of files' chunks (files and directories in a mount)");
   compact->add_option("PATH", compact_paths, "files or directories inside a Tessera mount")->required();
 
-  std::string fsck_url;
-  auto* fsck = app.add_subcommand("fsck", "Check the consistency of a volume's metadata");
-  fsck->add_option("META-URL", fsck_url, "metadata engine address")->required();
+  FsckOptions fko;
+  auto* fsck = app.add_subcommand("fsck", "Check the consistency of a volume's metadata (and its objects)");
+  fsck->footer("Examples:\n  tessera fsck sqlite3:///var/lib/tessera/vol.db\n"
+               "  tessera fsck redis://host:6379/1 --check-objects --path /projects   # names broken files");
+  fsck->add_option("META-URL", fko.meta_url, "metadata engine address")->required();
+  fsck->add_flag("--check-objects", fko.check_objects,
+                 "also check that every block the files reference is in the bucket with its size (HEAD requests)");
+  fsck->add_option("--path", fko.path, "with --check-objects: only the files under this path inside the volume");
+  fsck->add_option("--threads", fko.threads, "concurrent object checks")->capture_default_str()->check(CLI::Range(1, 256));
 
   GcOptions gco;
   auto* gc = app.add_subcommand("gc", "Find objects no file references (leaked), and delete them with --delete");
@@ -209,7 +215,7 @@ int main(int argc, char** argv) {
   if (*umount) return Umount(umount_point, umount_force, umount_flush);
   if (*status) return ShowStatus(status_url);
   if (*info) return Info(info_paths);
-  if (*fsck) return Fsck(fsck_url);
+  if (*fsck) return Fsck(fko);
   if (*gc) return Gc(gco);
   if (*compact) return Compact(compact_paths);
   if (*version) return Version();

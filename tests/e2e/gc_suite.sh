@@ -6,6 +6,9 @@
 #   - slices whose deletion is pending (a file removed just before unmount).
 # gc lists them, --delete removes the old leaks and finishes the pending
 # deletions, the files read back the same, and a second gc finds nothing.
+# Then `fsck --check-objects` on the healthy volume, and after one referenced
+# object is removed from the bucket: it names the broken file (once, though it
+# has two links), and --path narrows the check.
 [ "$STORAGE" = file ] || fail "gc needs the file storage (it ages objects with touch)"
 count_of() { "$TESSERA" gc "$META" 2>/dev/null | grep "$1" | sed -E 's/.*: +([0-9]+) object.*/\1/'; }
 
@@ -50,3 +53,33 @@ mount_volume
 echo 3 >/proc/sys/vm/drop_caches
 cmp "$WORK/keep1" "$MNT/keep1" || fail "gc damaged a referenced file (keep1)"
 cmp "$WORK/keep2" "$MNT/keep2" || fail "gc damaged a referenced file (keep2)"
+
+log "fsck --check-objects: a clean volume, then one referenced object removed from the bucket"
+mkdir -p "$MNT/dir/sub"
+head -c 500000 /dev/urandom >"$MNT/dir/sub/victim"
+ln "$MNT/dir/sub/victim" "$MNT/dir/victim-link"
+unmount_volume
+out=$("$TESSERA" fsck "$META" --check-objects 2>&1) || fail "fsck --check-objects on a healthy volume: $out"
+echo "$out" | grep -q "0 broken file(s)" || fail "fsck --check-objects did not report its count: $out"
+mount_volume
+vid=$("$TESSERA" info "$MNT/dir/sub/victim" | sed -nE 's/.*(chunks\/[^ ]*).*/\1/p' | head -1)
+unmount_volume
+[ -n "$vid" ] || fail "tessera info shows no object of dir/sub/victim"
+rm -f "$WORK/bucket/$vid"
+set +e
+out=$("$TESSERA" fsck "$META" --check-objects 2>&1)
+rc=$?
+set -e
+[ "$rc" -ne 0 ] || fail "fsck --check-objects exits 0 with an object missing: $out"
+echo "$out" | grep -qE "broken: /dir/(sub/victim|victim-link): 1 bad block" || fail "fsck --check-objects does not name the broken file: $out"
+[ "$(echo "$out" | grep -c '^broken:')" = 1 ] || fail "fsck --check-objects names other files too: $out"
+log "fsck --check-objects: $(echo "$out" | grep '^broken:')"
+out=$("$TESSERA" fsck "$META" --check-objects --path /dir/sub 2>&1 || true)
+echo "$out" | grep -q "1 broken file(s)" || fail "fsck --check-objects --path /dir/sub: $out"
+"$TESSERA" fsck "$META" --check-objects --path /keep1 >/dev/null 2>&1 || fail "fsck --check-objects --path /keep1 (a healthy file) failed"
+set +e
+out=$("$TESSERA" fsck "$META" --check-objects --path /no/such 2>&1)
+rc=$?
+set -e
+[ "$rc" -ne 0 ] && echo "$out" | grep -q "no/such" || fail "fsck --path of a missing path: rc $rc: $out"
+mount_volume

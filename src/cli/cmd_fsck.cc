@@ -1,0 +1,228 @@
+// tessera fsck: the engine's consistency check (Meta::Check) and, with
+// --check-objects, whether every block the metadata references is in the
+// bucket with its size: the files of the tree (or of --path) are walked, the
+// blocks of every slice their chunks hold are checked with parallel HEADs,
+// and each broken file is named by its path.
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "chunk/layout.h"
+#include "cli/cli_util.h"
+#include "cli/commands.h"
+#include "common/url.h"
+
+namespace tessera::cli {
+
+namespace {
+
+using meta::Context;
+using meta::Ino;
+
+// One block to check, and the file it belongs to (index into `files`).
+struct BlockCheck {
+  std::string key;
+  uint32_t len = 0;
+  size_t file = 0;
+};
+
+struct BrokenFile {
+  std::mutex mu;
+  uint64_t bad = 0;          // guarded by mu
+  std::string first_problem;  // guarded by mu
+};
+
+// The inode at `path` (absolute inside the volume, "/" the root).
+Result<Ino> ResolvePath(meta::Meta* m, const std::string& path) {
+  Ino ino = meta::kRootIno;
+  size_t pos = 0;
+  while (pos < path.size()) {
+    const size_t next = std::min(path.find('/', pos), path.size());
+    const std::string name = path.substr(pos, next - pos);
+    pos = next + 1;
+    if (name.empty() || name == ".") continue;
+    meta::Attr attr;
+    Ino child = 0;
+    Status st = m->Lookup(Context::Root(), ino, name, &child, &attr);
+    if (!st.ok()) return st.With("--path " + path);
+    ino = child;
+  }
+  return ino;
+}
+
+class ObjectChecker {
+ public:
+  ObjectChecker(Volume* vol, int threads) : vol_(vol), threads_(std::max(1, threads)) {}
+
+  // Walks the tree under (path, ino); checks the blocks of every file.
+  Status Run(const std::string& path, Ino ino) {
+    RETURN_IF_ERROR(Walk(path, ino));
+    RETURN_IF_ERROR(CheckBlocks());  // what is left
+    progress_.Show(Text(), true);
+    progress_.Done();
+    return Status::OK();
+  }
+
+  uint64_t files() const { return paths_.size(); }
+  uint64_t blocks() const { return checked_.load(); }
+  // (path, problems, first problem) of each broken file, in walk order.
+  std::vector<std::tuple<std::string, uint64_t, std::string>> Broken() const {
+    std::vector<std::tuple<std::string, uint64_t, std::string>> out;
+    for (size_t i = 0; i < paths_.size(); ++i)
+      if (broken_[i]->bad > 0) out.emplace_back(paths_[i], broken_[i]->bad, broken_[i]->first_problem);
+    return out;
+  }
+
+ private:
+  static constexpr size_t kBatch = 4096;  // blocks queued before they are checked
+
+  std::string Text() const { return fmt::format("checked {} block(s) of {} file(s)", checked_.load(), paths_.size()); }
+
+  Status Walk(const std::string& root_path, Ino root) {
+    meta::Attr attr;
+    RETURN_IF_ERROR(vol_->meta->GetAttr(Context::Root(), root, &attr));
+    if (!attr.IsDir()) return AddFile(root_path, root, attr);
+    std::deque<std::pair<std::string, Ino>> dirs{{root_path == "/" ? "" : root_path, root}};
+    while (!dirs.empty()) {
+      auto [dir, dino] = std::move(dirs.front());
+      dirs.pop_front();
+      std::string after;
+      for (bool more = true; more;) {
+        std::vector<meta::Entry> page;
+        RETURN_IF_ERROR(vol_->meta->ReaddirPage(Context::Root(), dino, true, after, 1000, &page, &more));
+        if (page.empty()) break;
+        after = page.back().name;
+        for (auto& e : page) {
+          const std::string p = dir + "/" + e.name;
+          if (e.attr.IsDir()) dirs.emplace_back(p, e.ino);
+          else if (e.attr.IsFile()) RETURN_IF_ERROR(AddFile(p, e.ino, e.attr));
+        }
+      }
+    }
+    return Status::OK();
+  }
+
+  // Queues the blocks of every slice of the file (once per inode: hard links).
+  Status AddFile(const std::string& path, Ino ino, const meta::Attr& attr) {
+    if (!seen_.insert(ino).second || attr.length == 0) return Status::OK();
+    const size_t file = paths_.size();
+    paths_.push_back(path);
+    broken_.push_back(std::make_unique<BrokenFile>());
+    const uint32_t bs = vol_->format.block_size;
+    for (uint32_t from = 0;;) {
+      std::vector<uint32_t> chunks;
+      RETURN_IF_ERROR(vol_->meta->ListChunks(ino, from, 1024, &chunks));
+      if (chunks.empty()) break;
+      for (uint32_t index : chunks) {
+        std::vector<chunk::Slice> slices;
+        RETURN_IF_ERROR(vol_->meta->Read(ino, index, &slices));
+        std::unordered_set<uint64_t> ids;
+        for (const auto& s : slices) {
+          if (s.id == 0 || !ids.insert(s.id).second) continue;  // a hole, or listed twice
+          for (uint32_t i = 0, n = chunk::BlockCount(s.size, bs); i < n; ++i) {
+            const uint32_t len = chunk::BlockLen(s.size, bs, i);
+            queue_.push_back({chunk::BlockKey(s.id, i, len), len, file});
+          }
+        }
+        if (queue_.size() >= kBatch) RETURN_IF_ERROR(CheckBlocks());
+      }
+      from = chunks.back() + 1;
+      if (chunks.back() == UINT32_MAX) break;
+    }
+    return Status::OK();
+  }
+
+  // HEADs every queued block on threads_ threads. A missing or short block
+  // marks its file; an error of the store itself (unreachable, denied)
+  // stops the check: it says nothing about the files.
+  Status CheckBlocks() {
+    std::atomic<size_t> next{0};
+    std::mutex err_mu;
+    Status store_error;
+    std::vector<std::thread> workers;
+    for (int t = 0; t < threads_; ++t) {
+      workers.emplace_back([&] {
+        for (size_t i; (i = next.fetch_add(1)) < queue_.size();) {
+          const BlockCheck& b = queue_[i];
+          auto info = vol_->store->Head(b.key);
+          std::string problem;
+          if (!info.ok() && info.status().code() == ENOENT) {
+            problem = "object " + b.key + " is missing";
+          } else if (!info.ok()) {
+            std::lock_guard<std::mutex> g(err_mu);
+            if (store_error.ok()) store_error = info.status().With("checking object " + b.key);
+            return;
+          } else if (uint64_t(info->size) != b.len && vol_->format.compression == "none") {
+            problem = fmt::format("object {} has {} bytes, not {}", b.key, info->size, b.len);
+          }
+          checked_.fetch_add(1);
+          if (!problem.empty()) {
+            BrokenFile& f = *broken_[b.file];
+            std::lock_guard<std::mutex> g(f.mu);
+            if (f.bad++ == 0) f.first_problem = problem;
+          }
+        }
+      });
+    }
+    for (auto& w : workers) w.join();
+    queue_.clear();
+    progress_.Show(Text());
+    return store_error;
+  }
+
+  Volume* const vol_;
+  const int threads_;
+  Progress progress_;
+  std::unordered_set<Ino> seen_;
+  std::vector<std::string> paths_;                    // of each file checked
+  std::vector<std::unique_ptr<BrokenFile>> broken_;  // parallel to paths_
+  std::vector<BlockCheck> queue_;
+  std::atomic<uint64_t> checked_{0};
+};
+
+}  // namespace
+
+int Fsck(const FsckOptions& o) {
+  auto vol = OpenVolume(o.meta_url);
+  if (!vol.ok()) return Fail(vol.status().message().empty() ? vol.status().ToString() : vol.status().message());
+  std::vector<std::string> problems;
+  Status st = vol->meta->Check(&problems);
+  if (!st.ok()) return Fail(st.ToString());
+  for (const auto& p : problems) std::printf("%s\n", p.c_str());
+  if (!problems.empty()) return Fail(fmt::format("{} problem(s) found", problems.size()));
+  std::fprintf(stderr, "tessera: metadata of volume '%s' is consistent\n", vol->format.name.c_str());
+  if (!o.check_objects) return 0;
+
+  const std::string path = o.path.empty() ? "/" : o.path;
+  auto root = ResolvePath(vol->meta.get(), path);
+  if (!root.ok()) return Fail(root.status().ToString());
+  ObjectChecker checker(&*vol, o.threads);
+  st = checker.Run(path, *root);
+  if (!st.ok()) return Fail(st.ToString());
+  const auto broken = checker.Broken();
+  for (const auto& [file, bad, first] : broken)
+    std::printf("broken: %s: %llu bad block(s); %s\n", file.c_str(), (unsigned long long)bad, first.c_str());
+  std::printf("checked %llu block(s) of %llu file(s) under %s: %zu broken file(s)\n",
+              (unsigned long long)checker.blocks(), (unsigned long long)checker.files(), path.c_str(),
+              broken.size());
+  if (broken.empty()) return 0;
+  return Fail(fmt::format(
+      "{} file(s) reference objects that are missing or damaged (a client mounted with --writeback may still be "
+      "uploading: see 'tessera status')",
+      broken.size()));
+}
+
+}  // namespace tessera::cli
