@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -86,6 +87,18 @@ struct FsckOptions {
   int threads = 10;
 };
 int Fsck(const FsckOptions& o);
+
+// `tessera config META-URL`: shows the settings, or changes the mutable ones
+// (capacity in GiB, inode limit; 0 = unlimited). The immutable ones are
+// accepted only to be refused with the reason.
+struct ConfigOptions {
+  std::string meta_url;
+  std::optional<double> capacity_gib;
+  std::optional<uint64_t> inodes;
+  std::optional<std::string> block_size, compression, storage, bucket;
+  bool yes = false;  // no confirmation for a risky change
+};
+int Config(const ConfigOptions& o);
 
 // `tessera gc META-URL`: leaked objects in the bucket (no metadata references
 // them); with delete_leaked, removes those older than an hour and finishes

@@ -146,6 +146,20 @@ int main(int argc, char** argv) {
   fsck->add_option("--path", fko.path, "with --check-objects: only the files under this path inside the volume");
   fsck->add_option("--threads", fko.threads, "concurrent object checks")->capture_default_str()->check(CLI::Range(1, 256));
 
+  ConfigOptions co;
+  auto* config = app.add_subcommand("config", "Show a volume's settings, or change its capacity and inode limit");
+  config->footer("Examples:\n  tessera config sqlite3:///var/lib/tessera/vol.db\n"
+                 "  tessera config redis://host:6379/1 --capacity 100 --inodes 1000000   # mounted clients "
+                 "apply it within 10 s");
+  config->add_option("META-URL", co.meta_url, "metadata engine address")->required();
+  config->add_option("--capacity", co.capacity_gib, "space limit in GiB (0 = unlimited)");
+  config->add_option("--inodes", co.inodes, "inode limit (0 = unlimited)");
+  config->add_flag("--yes,-y", co.yes, "do not ask before a risky change (a limit below the current usage)");
+  config->add_option("--block-size", co.block_size, "cannot be changed (shown to say why)")->group("Immutable");
+  config->add_option("--compression", co.compression, "cannot be changed (shown to say why)")->group("Immutable");
+  config->add_option("--storage", co.storage, "cannot be changed (shown to say why)")->group("Immutable");
+  config->add_option("--bucket", co.bucket, "cannot be changed (shown to say why)")->group("Immutable");
+
   GcOptions gco;
   auto* gc = app.add_subcommand("gc", "Find objects no file references (leaked), and delete them with --delete");
   gc->footer("Examples:\n  tessera gc sqlite3:///var/lib/tessera/vol.db\n"
@@ -216,6 +230,7 @@ int main(int argc, char** argv) {
   if (*status) return ShowStatus(status_url);
   if (*info) return Info(info_paths);
   if (*fsck) return Fsck(fko);
+  if (*config) return Config(co);
   if (*gc) return Gc(gco);
   if (*compact) return Compact(compact_paths);
   if (*version) return Version();

@@ -229,6 +229,7 @@ Result<Format> KvMeta::Load() {
       },
       true));
   ASSIGN_OR_RETURN(format_, Format::FromJson(json));
+  limits_.Set(format_);
   return format_;
 }
 
@@ -244,7 +245,7 @@ Status KvMeta::StatFS(const Context& ctx, StatFs* out) {
         return Status::OK();
       },
       true));
-  FillStatFs(format_, used, inodes, out);
+  FillStatFs(limits_.Capacity(), limits_.Inodes(), used, inodes, out);
   return Status::OK();
 }
 
@@ -388,9 +389,9 @@ Status KvMeta::Truncate(const Context& ctx, Ino ino, uint64_t length, bool check
     if (!attr.IsFile()) return Status::Err(EINVAL);
     if (check_perm) RETURN_IF_ERROR(CheckPermission(ctx, attr, W_OK));
     int64_t delta = int64_t(Align4K(length)) - int64_t(Align4K(attr.length));
-    if (delta > 0 && format_.capacity) {
+    if (const uint64_t capacity = limits_.Capacity(); delta > 0 && capacity) {
       auto used = tx.Get(CounterKey(kUsedSpace));
-      if (used.ok() && uint64_t(DecodeI64(*used) + delta) > format_.capacity) return Status::Err(ENOSPC);
+      if (used.ok() && uint64_t(DecodeI64(*used) + delta) > capacity) return Status::Err(ENOSPC);
     }
     RETURN_IF_ERROR(TruncateChunksTx(tx, ino, attr.length, length));
     RETURN_IF_ERROR(IncrTx(tx, kUsedSpace, delta));
@@ -417,7 +418,7 @@ Status KvMeta::Fallocate(const Context& ctx, Ino ino, int mode, uint64_t off, ui
       auto used = tx.Get(CounterKey(kUsedSpace));
       if (!used.ok() && !used.status().not_found()) return used.status();
       const uint64_t now_used = used.ok() ? uint64_t(std::max<int64_t>(DecodeI64(*used), 0)) : 0;
-      if (now_used + uint64_t(delta) > FallocateSpace(format_)) return Status::Err(ENOSPC);
+      if (now_used + uint64_t(delta) > FallocateSpace(limits_.Capacity())) return Status::Err(ENOSPC);
     }
     if (end > kMaxFileSize) return Status::Err(EFBIG);
     if (mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE))
@@ -441,10 +442,10 @@ Status KvMeta::Mknod(const Context& ctx, Ino parent, const std::string& name, ui
                      uint32_t rdev, const std::string& target, Ino* ino, Attr* attr) {
   uint32_t type = 0;
   RETURN_IF_ERROR(CheckMknodArgs(name, mode, target, &type));
-  if (format_.inodes) {
+  if (const uint64_t limit = limits_.Inodes()) {
     StatFs fs;
     RETURN_IF_ERROR(StatFS(ctx, &fs));
-    if (fs.used_inodes >= format_.inodes) return Status::Err(ENOSPC);
+    if (fs.used_inodes >= limit) return Status::Err(ENOSPC);
   }
   ASSIGN_OR_RETURN(Ino new_ino, inode_ids_.Next());
   Timespec now = Now();
@@ -799,9 +800,9 @@ Status KvMeta::WriteSlices(const Context& ctx, Ino ino, const std::vector<SliceW
     for (const auto& w : slices) end = std::max(end, uint64_t(w.chunk_index) * kChunkSize + w.slice.pos + w.slice.len);
     if (end > attr.length) {
       int64_t delta = int64_t(Align4K(end)) - int64_t(Align4K(attr.length));
-      if (format_.capacity && delta > 0) {
+      if (const uint64_t capacity = limits_.Capacity(); capacity && delta > 0) {
         auto used = tx.Get(CounterKey(kUsedSpace));
-        if (used.ok() && uint64_t(DecodeI64(*used) + delta) > format_.capacity) return Status::Err(ENOSPC);
+        if (used.ok() && uint64_t(DecodeI64(*used) + delta) > capacity) return Status::Err(ENOSPC);
       }
       RETURN_IF_ERROR(IncrTx(tx, kUsedSpace, delta));
       attr.length = end;

@@ -110,6 +110,7 @@ class KvMeta final : public Meta {
   // session expired and the client starts a new one.
   std::atomic<uint64_t> sid_{0};
   Format format_;     // set by Init/Load before use
+  VolumeLimits limits_;  // set by Load, refreshed by Heartbeat
 
   ReleaseQueue releases_{[this](const std::vector<Ino>& inodes) { return ReleaseSustained(inodes); }};  // last: goes first
 };

@@ -42,10 +42,15 @@ Status KvMeta::NewSession(const SessionInfo& in) {
 Status KvMeta::Heartbeat() {
   const uint64_t sid = sid_;
   if (sid == 0) return Status::OK();
-  return engine_->Run([&](kv::Txn& tx) {
+  std::string settings;
+  RETURN_IF_ERROR(engine_->Run([&](kv::Txn& tx) {
     RETURN_IF_ERROR(LiveSessionTx(tx, sid));
+    auto v = tx.Get(kSettingKey);  // `tessera config` may have changed the limits
+    if (v.ok()) settings = std::move(*v);
     return tx.Put(HeartbeatKey(sid), EncodeI64(Now().sec));
-  });
+  }));
+  if (auto f = Format::FromJson(settings); f.ok()) limits_.Set(*f);
+  return Status::OK();
 }
 
 Status KvMeta::CloseSession() {

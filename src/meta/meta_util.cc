@@ -87,15 +87,15 @@ Status CheckOpen(const Context& ctx, const Attr& attr, int flags) {
   return CheckPermission(ctx, attr, mask);
 }
 
-uint64_t FallocateSpace(const Format& format) { return format.capacity ? format.capacity : kDefaultCapacity; }
+uint64_t FallocateSpace(uint64_t capacity) { return capacity ? capacity : kDefaultCapacity; }
 
-void FillStatFs(const Format& format, int64_t used, int64_t inodes, StatFs* out) {
+void FillStatFs(uint64_t capacity, uint64_t inode_limit, int64_t used, int64_t inodes, StatFs* out) {
   used = std::max<int64_t>(used, 0);
   inodes = std::max<int64_t>(inodes, 0);
-  uint64_t cap = format.capacity ? format.capacity : kDefaultCapacity;
+  uint64_t cap = capacity ? capacity : kDefaultCapacity;
   out->total_space = std::max<uint64_t>(cap, uint64_t(used));
   out->avail_space = out->total_space - uint64_t(used);
-  uint64_t ilimit = format.inodes ? format.inodes : std::max<uint64_t>(kDefaultInodes, uint64_t(inodes) * 2);
+  uint64_t ilimit = inode_limit ? inode_limit : std::max<uint64_t>(kDefaultInodes, uint64_t(inodes) * 2);
   out->used_inodes = uint64_t(inodes);
   out->avail_inodes = ilimit > uint64_t(inodes) ? ilimit - uint64_t(inodes) : 0;
 }

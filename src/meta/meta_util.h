@@ -40,7 +40,7 @@ Status CheckFallocateArgs(int mode, uint64_t off, uint64_t len);
 // The space fallocate may reserve: the capacity, or what df shows as the
 // size of a volume without one (a request for more than the free space is
 // ENOSPC, as on any file system).
-uint64_t FallocateSpace(const Format& format);
+uint64_t FallocateSpace(uint64_t capacity);
 Status CheckXattrName(const std::string& name);
 // The open flag the kernel adds when it opens a file to execute it
 // (__FMODE_EXEC, the fmode bit FMODE_EXEC = 0x20; no O_* flag uses it).
@@ -50,8 +50,22 @@ int OpenMask(int flags);
 // Open's checks on the attributes of the inode being opened.
 Status CheckOpen(const Context& ctx, const Attr& attr, int flags);
 
-// Fills StatFs from the used-space and inode counters and the format limits.
-void FillStatFs(const Format& format, int64_t used, int64_t inodes, StatFs* out);
+// The volume's limits (0 = none), which `tessera config` may change while
+// clients run: each engine keeps them apart from the rest of the settings,
+// loaded with them and refreshed at every heartbeat.
+struct VolumeLimits {
+  std::atomic<uint64_t> capacity{0};
+  std::atomic<uint64_t> inodes{0};
+  void Set(const Format& f) {
+    capacity.store(f.capacity, std::memory_order_relaxed);
+    inodes.store(f.inodes, std::memory_order_relaxed);
+  }
+  uint64_t Capacity() const { return capacity.load(std::memory_order_relaxed); }
+  uint64_t Inodes() const { return inodes.load(std::memory_order_relaxed); }
+};
+
+// Fills StatFs from the used-space and inode counters and the limits.
+void FillStatFs(uint64_t capacity, uint64_t inode_limit, int64_t used, int64_t inodes, StatFs* out);
 
 // fsck: checks the tree's invariants from every inode's attributes and every
 // directory entry (parent, name, child), appending problems as text.

@@ -179,12 +179,13 @@ Result<Format> RedisMeta::Load() {
   ASSIGN_OR_RETURN(auto r, Cmd(kOpOther, {"GET", keys::kSettingKey}));
   if (r.nil()) return Status::Err(ENOENT, "no volume formatted at this META-URL");
   ASSIGN_OR_RETURN(format_, Format::FromJson(std::string(r.str())));
+  limits_.Set(format_);
   return format_;
 }
 
 Status RedisMeta::StatFS(const Context&, StatFs* out) {
   ASSIGN_OR_RETURN(auto r, Cmd(kOpOther, {"MGET", keys::kUsedSpace, keys::kTotalInodes}));
-  FillStatFs(format_, r.at(0).integer(), r.at(1).integer(), out);
+  FillStatFs(limits_.Capacity(), limits_.Inodes(), r.at(0).integer(), r.at(1).integer(), out);
   return Status::OK();
 }
 
@@ -204,7 +205,12 @@ Status RedisMeta::NewSession(const SessionInfo& in) {
 
 Status RedisMeta::Heartbeat() {
   if (sid_ == 0) return Status::OK();
-  return Fcall(kOpSession, "heartbeat", Args().Num(sid_.load()).Own(std::to_string(Now().sec)).views()).status();
+  RETURN_IF_ERROR(Fcall(kOpSession, "heartbeat", Args().Num(sid_.load()).Own(std::to_string(Now().sec)).views()).status());
+  // `tessera config` may have changed the limits.
+  ASSIGN_OR_RETURN(auto r, Cmd(kOpSession, {"GET", keys::kSettingKey}));
+  if (!r.nil())
+    if (auto f = Format::FromJson(std::string(r.str())); f.ok()) limits_.Set(*f);
+  return Status::OK();
 }
 
 Status RedisMeta::CloseSession() {
@@ -306,7 +312,7 @@ Status RedisMeta::SetAttr(const Context& ctx, Ino ino, uint32_t mask, const Attr
 Status RedisMeta::Truncate(const Context& ctx, Ino ino, uint64_t length, bool check_perm, Attr* out) {
   if (length > kMaxFileSize) return Status::Err(EFBIG);
   Args a;
-  a.Ctx(ctx).Time(Now()).Num(ino).Num(length).Str(check_perm ? "1" : "0").Num(format_.capacity);
+  a.Ctx(ctx).Time(Now()).Num(ino).Num(length).Str(check_perm ? "1" : "0").Num(limits_.Capacity());
   ASSIGN_OR_RETURN(auto r, Fcall(kOpTruncate, "truncate", a.views()));
   return DecodeAttr(r.at(1).str(), out);
 }
@@ -314,7 +320,7 @@ Status RedisMeta::Truncate(const Context& ctx, Ino ino, uint64_t length, bool ch
 Status RedisMeta::Fallocate(const Context& ctx, Ino ino, int mode, uint64_t off, uint64_t len, Attr* out) {
   RETURN_IF_ERROR(CheckFallocateArgs(mode, off, len));
   Args a;
-  a.Ctx(ctx).Time(Now()).Num(ino).Num(uint64_t(mode)).Num(off).Num(len).Num(FallocateSpace(format_));
+  a.Ctx(ctx).Time(Now()).Num(ino).Num(uint64_t(mode)).Num(off).Num(len).Num(FallocateSpace(limits_.Capacity()));
   ASSIGN_OR_RETURN(auto r, Fcall(kOpFallocate, "fallocate", a.views()));
   return DecodeAttr(r.at(1).str(), out);
 }
@@ -327,7 +333,7 @@ Status RedisMeta::Mknod(const Context& ctx, Ino parent, const std::string& name,
   ASSIGN_OR_RETURN(Ino new_ino, inode_ids_.Next());
   Args a;
   a.Ctx(ctx).Time(Now()).Num(parent).Str(name).Num(new_ino).Num(type).Num(perm).Num(rdev).Str(target).Num(
-      format_.inodes);
+      limits_.Inodes());
   ASSIGN_OR_RETURN(auto r, Fcall(kOpMknod, "mknod", a.views()));
   *ino = new_ino;
   return DecodeAttr(r.at(1).str(), attr);
@@ -476,7 +482,7 @@ Status RedisMeta::WriteSlices(const Context&, Ino ino, const std::vector<SliceWr
   std::map<uint32_t, std::vector<Slice>> by_chunk;  // keeps each chunk's order
   for (const auto& w : slices) by_chunk[w.chunk_index].push_back(w.slice);
   Args a;
-  a.Num(ino).Time(mtime).Num(format_.capacity).Num(sid_.load());
+  a.Num(ino).Time(mtime).Num(limits_.Capacity()).Num(sid_.load());
   for (const auto& [index, added] : by_chunk) a.Num(index).Own(Records(added));
   ASSIGN_OR_RETURN(auto r, Fcall(kOpWrite, "write", a.views()));
   RETURN_IF_ERROR(DecodeAttr(r.at(1).str(), attr));

@@ -107,6 +107,7 @@ class RedisMeta final : public Meta {
   // session expired and the client starts a new one.
   std::atomic<uint64_t> sid_{0};
   Format format_;          // set by Init/Load before use
+  VolumeLimits limits_;    // set by Load, refreshed by Heartbeat
 };
 
 }  // namespace tessera::meta

@@ -8,7 +8,9 @@
 # deletions, the files read back the same, and a second gc finds nothing.
 # Then `fsck --check-objects` on the healthy volume, and after one referenced
 # object is removed from the bucket: it names the broken file (once, though it
-# has two links), and --path narrows the check.
+# has two links), and --path narrows the check. Last, `tessera config`: the
+# immutable settings are refused, a limit below the usage needs --yes, and a
+# live mount applies new capacity and inode limits at its next heartbeat.
 [ "$STORAGE" = file ] || fail "gc needs the file storage (it ages objects with touch)"
 count_of() { "$TESSERA" gc "$META" 2>/dev/null | grep "$1" | sed -E 's/.*: +([0-9]+) object.*/\1/'; }
 
@@ -83,3 +85,43 @@ rc=$?
 set -e
 [ "$rc" -ne 0 ] && echo "$out" | grep -q "no/such" || fail "fsck --path of a missing path: rc $rc: $out"
 mount_volume
+
+log "config: show the settings; change the capacity and inode limit under a live mount"
+unmount_volume
+mount_volume --session-timeout 10  # a heartbeat every 2 s: the test waits less
+"$TESSERA" config "$META" | grep -q '"BlockSize"' || fail "tessera config does not show the settings"
+if "$TESSERA" config "$META" --block-size 1M 2>"$WORK/config.err"; then fail "config --block-size was accepted"; fi
+grep -q "cannot change --block-size" "$WORK/config.err" || fail "config --block-size: $(cat "$WORK/config.err")"
+before=$("$TESSERA" config "$META")
+if "$TESSERA" config "$META" --capacity 0.0001 </dev/null 2>"$WORK/config.err"; then
+  fail "a capacity below the usage was set without --yes"
+fi
+grep -q "add --yes" "$WORK/config.err" || fail "config below the usage: $(cat "$WORK/config.err")"
+[ "$("$TESSERA" config "$META")" = "$before" ] || fail "a refused config changed the settings"
+wait_df() {  # wait_df FIELD VALUE: until df of the mount shows it (mounts apply settings at a heartbeat)
+  for _ in $(seq 1 40); do
+    [ "$(df -B1 --output="$1" "$MNT" | tail -1 | tr -d ' ')" = "$2" ] && return 0
+    sleep 0.5
+  done
+  fail "df $1 of the mount is $(df -B1 --output="$1" "$MNT" | tail -1), not $2, 20 s after tessera config"
+}
+"$TESSERA" config "$META" --capacity 0.03125 >/dev/null || fail "config --capacity"
+wait_df size $((32 << 20))
+if dd if=/dev/zero of="$MNT/too-big" bs=1M count=40 conv=fsync status=none 2>"$WORK/dd.err"; then
+  fail "a 40 MiB write fit in a 32 MiB volume"
+fi
+grep -q "No space left" "$WORK/dd.err" || fail "over the capacity: $(cat "$WORK/dd.err")"
+rm -f "$MNT/too-big"
+"$TESSERA" config "$META" --capacity 0 >/dev/null || fail "config --capacity 0"
+wait_df size $((1 << 50))
+dd if=/dev/zero of="$MNT/now-fits" bs=1M count=40 conv=fsync status=none || fail "40 MiB after the limit was lifted"
+rm -f "$MNT/now-fits"
+iused=$(df --output=iused "$MNT" | tail -1 | tr -d ' ')
+"$TESSERA" config "$META" --inodes $((iused + 3)) >/dev/null || fail "config --inodes"
+wait_df itotal $((iused + 3))
+made=0
+for i in $(seq 1 6); do touch "$MNT/inode-$i" 2>/dev/null && made=$((made + 1)); done
+[ "$made" = 3 ] || fail "with room for 3 more inodes, $made files could be created"
+"$TESSERA" config "$META" --inodes 0 >/dev/null || fail "config --inodes 0"
+rm -f "$MNT"/inode-*
+log "config: the capacity and inode limits took effect in the mount within a heartbeat, and were lifted"
