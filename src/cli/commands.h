@@ -100,6 +100,16 @@ struct ConfigOptions {
 };
 int Config(const ConfigOptions& o);
 
+// `tessera destroy META-URL UUID`: deletes every object of the volume, then
+// its metadata; refuses while clients have it mounted.
+struct DestroyOptions {
+  std::string meta_url;
+  std::string uuid;
+  bool yes = false;
+  int threads = 10;
+};
+int Destroy(const DestroyOptions& o);
+
 // `tessera gc META-URL`: leaked objects in the bucket (no metadata references
 // them); with delete_leaked, removes those older than an hour and finishes
 // the pending deletions.

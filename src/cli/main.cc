@@ -160,6 +160,15 @@ int main(int argc, char** argv) {
   config->add_option("--storage", co.storage, "cannot be changed (shown to say why)")->group("Immutable");
   config->add_option("--bucket", co.bucket, "cannot be changed (shown to say why)")->group("Immutable");
 
+  DestroyOptions dso;
+  auto* destroy = app.add_subcommand("destroy", "Delete a volume: every object in its bucket, then its metadata");
+  destroy->footer("Example:\n  tessera destroy sqlite3:///var/lib/tessera/vol.db 5c1b7e7e-...   # the UUID "
+                  "'tessera status' shows");
+  destroy->add_option("META-URL", dso.meta_url, "metadata engine address")->required();
+  destroy->add_option("UUID", dso.uuid, "the volume's UUID (tessera status), against mistakes")->required();
+  destroy->add_flag("--yes,-y", dso.yes, "do not ask for confirmation");
+  destroy->add_option("--threads", dso.threads, "concurrent deletions")->capture_default_str()->check(CLI::Range(1, 256));
+
   GcOptions gco;
   auto* gc = app.add_subcommand("gc", "Find objects no file references (leaked), and delete them with --delete");
   gc->footer("Examples:\n  tessera gc sqlite3:///var/lib/tessera/vol.db\n"
@@ -231,6 +240,7 @@ int main(int argc, char** argv) {
   if (*info) return Info(info_paths);
   if (*fsck) return Fsck(fko);
   if (*config) return Config(co);
+  if (*destroy) return Destroy(dso);
   if (*gc) return Gc(gco);
   if (*compact) return Compact(compact_paths);
   if (*version) return Version();

@@ -65,6 +65,7 @@ class FaultMeta final : public Meta {
   std::string Name() const override { return inner_->Name(); }
   Status Init(const Format& format, bool force) override { return inner_->Init(format, force); }
   Result<Format> Load() override { return inner_->Load(); }
+  Status Reset() override { return inner_->Reset(); }
   Status StatFS(const Context& ctx, StatFs* out) override { return inner_->StatFS(ctx, out); }
 
   Status NewSession(const SessionInfo& info) override { return inner_->NewSession(info); }

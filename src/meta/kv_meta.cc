@@ -389,10 +389,7 @@ Status KvMeta::Truncate(const Context& ctx, Ino ino, uint64_t length, bool check
     if (!attr.IsFile()) return Status::Err(EINVAL);
     if (check_perm) RETURN_IF_ERROR(CheckPermission(ctx, attr, W_OK));
     int64_t delta = int64_t(Align4K(length)) - int64_t(Align4K(attr.length));
-    if (const uint64_t capacity = limits_.Capacity(); delta > 0 && capacity) {
-      auto used = tx.Get(CounterKey(kUsedSpace));
-      if (used.ok() && uint64_t(DecodeI64(*used) + delta) > capacity) return Status::Err(ENOSPC);
-    }
+    RETURN_IF_ERROR(CheckSpaceTx(tx, delta));
     RETURN_IF_ERROR(TruncateChunksTx(tx, ino, attr.length, length));
     RETURN_IF_ERROR(IncrTx(tx, kUsedSpace, delta));
     attr.length = length;
@@ -786,6 +783,15 @@ Status KvMeta::ListChunks(Ino ino, uint32_t from, uint32_t limit, std::vector<ui
       true);
 }
 
+Status KvMeta::CheckSpaceTx(kv::Txn& tx, int64_t delta) {
+  const uint64_t capacity = limits_.Capacity();
+  if (capacity == 0 || delta <= 0) return Status::OK();
+  auto used = tx.Get(CounterKey(kUsedSpace));  // absent until the first byte is written
+  if (!used.ok() && !used.status().not_found()) return used.status();
+  const uint64_t now_used = used.ok() ? uint64_t(std::max<int64_t>(DecodeI64(*used), 0)) : 0;
+  return now_used + uint64_t(delta) > capacity ? Status::Err(ENOSPC) : Status::OK();
+}
+
 Status KvMeta::WriteSlices(const Context& ctx, Ino ino, const std::vector<SliceWrite>& slices, const Timespec& mtime,
                            Attr* out, std::vector<uint32_t>* slice_counts) {
   for (const auto& w : slices)
@@ -800,10 +806,7 @@ Status KvMeta::WriteSlices(const Context& ctx, Ino ino, const std::vector<SliceW
     for (const auto& w : slices) end = std::max(end, uint64_t(w.chunk_index) * kChunkSize + w.slice.pos + w.slice.len);
     if (end > attr.length) {
       int64_t delta = int64_t(Align4K(end)) - int64_t(Align4K(attr.length));
-      if (const uint64_t capacity = limits_.Capacity(); capacity && delta > 0) {
-        auto used = tx.Get(CounterKey(kUsedSpace));
-        if (used.ok() && uint64_t(DecodeI64(*used) + delta) > capacity) return Status::Err(ENOSPC);
-      }
+      RETURN_IF_ERROR(CheckSpaceTx(tx, delta));
       RETURN_IF_ERROR(IncrTx(tx, kUsedSpace, delta));
       attr.length = end;
     }

@@ -83,6 +83,7 @@ class KvMeta final : public Meta {
   Status SetLk(const Context& ctx, Ino ino, uint64_t owner, const PosixLock& lock) override;
 
   Status Check(std::vector<std::string>* problems) override;
+  Status Reset() override { return engine_->DropAll(); }
 
  private:
   Result<int64_t> ReserveIds(const char* counter, uint64_t batch);
@@ -99,6 +100,8 @@ class KvMeta final : public Meta {
   Status CleanSessionTx(kv::Txn& tx, uint64_t sid);
   Status TruncateChunksTx(kv::Txn& tx, Ino ino, uint64_t old_len, uint64_t new_len);
   Status AppendHoleTx(kv::Txn& tx, Ino ino, uint64_t off, uint64_t end);
+  // ENOSPC if growing the used space by delta passes the capacity.
+  Status CheckSpaceTx(kv::Txn& tx, int64_t delta);
 
   const std::unique_ptr<kv::Engine> engine_;
 

@@ -135,6 +135,10 @@ class Meta {
   virtual Status Init(const Format& format, bool force) = 0;
   // ENOENT when no volume was formatted here.
   virtual Result<Format> Load() = 0;
+  // Removes every record of the volume (`tessera destroy`): SQL engines
+  // empty their table, Redis its database (which must be the volume's own,
+  // as for JuiceFS).
+  virtual Status Reset() = 0;
   virtual Status StatFS(const Context& ctx, StatFs* out) = 0;
 
   // ---- sessions (one per mount) ----

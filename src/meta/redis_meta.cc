@@ -568,6 +568,8 @@ Status RedisMeta::SetLk(const Context&, Ino ino, uint64_t owner, const PosixLock
 
 // ---------------------------------------------------------------- fsck
 
+Status RedisMeta::Reset() { return Cmd(kOpOther, {"FLUSHDB"}).status(); }
+
 Status RedisMeta::Check(std::vector<std::string>* problems) {
   problems->clear();
   // Not a snapshot: run it on a quiet volume (like fsck).

@@ -76,6 +76,7 @@ class RedisMeta final : public Meta {
 
   std::vector<std::pair<std::string, uint64_t>> RequestStats() const override;
   Status Check(std::vector<std::string>* problems) override;
+  Status Reset() override;
 
  private:
   // Operations counted in RequestStats.

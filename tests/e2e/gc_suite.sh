@@ -125,3 +125,26 @@ for i in $(seq 1 6); do touch "$MNT/inode-$i" 2>/dev/null && made=$((made + 1));
 "$TESSERA" config "$META" --inodes 0 >/dev/null || fail "config --inodes 0"
 rm -f "$MNT"/inode-*
 log "config: the capacity and inode limits took effect in the mount within a heartbeat, and were lifted"
+
+log "destroy: refused with a wrong UUID, while mounted, without --yes; then every object and record goes"
+uuid=$("$TESSERA" status "$META" | python3 -c 'import json, sys; print(json.load(sys.stdin)["Setting"]["UUID"])')
+expect_refused() {  # expect_refused WHAT PATTERN ARGS...: destroy fails, says PATTERN, changes nothing
+  local what=$1 pattern=$2
+  shift 2
+  if "$TESSERA" destroy "$META" "$@" </dev/null >"$WORK/destroy.out" 2>&1; then fail "destroy $what succeeded"; fi
+  grep -q "$pattern" "$WORK/destroy.out" || fail "destroy $what: $(cat "$WORK/destroy.out")"
+  "$TESSERA" status "$META" >/dev/null || fail "destroy $what removed the volume"
+}
+objects=$(find "$WORK/bucket/chunks" -type f | wc -l)
+[ "$objects" -gt 0 ] || fail "no objects in the bucket before destroy"
+expect_refused "with a wrong UUID" "not 00000000" 00000000-0000-0000-0000-000000000000 --yes
+expect_refused "while mounted" "mounted by 1 client" "$uuid" --yes
+unmount_volume
+expect_refused "without --yes and no terminal" "add --yes" "$uuid"
+[ "$(find "$WORK/bucket/chunks" -type f | wc -l)" = "$objects" ] || fail "a refused destroy deleted objects"
+"$TESSERA" destroy "$META" "$uuid" --yes || fail "destroy"
+[ "$(find "$WORK/bucket/chunks" -type f | wc -l)" = 0 ] || fail "objects left after destroy"
+if "$TESSERA" status "$META" >/dev/null 2>&1; then fail "the volume is still there after destroy"; fi
+log "destroy: $objects object(s) and the metadata removed; a new volume takes its place for what follows"
+"$TESSERA" format "$META" e2e-vol "${STORE_ARGS[@]}" --block-size 64 >/dev/null
+mount_volume

@@ -112,6 +112,50 @@ TEST_P(SessionExpiryTest, ExpiredClientIsFencedAndStartsAnew) {
   EXPECT_TRUE(problems.empty());
 }
 
+// `tessera config` on one client (Init with force): another client applies
+// the new limits at its next heartbeat, not before (its cached settings).
+TEST_P(SessionExpiryTest, NewLimitsReachOtherClientsAtTheirHeartbeat) {
+  const Context root = Context::Root();
+  StatFs fs;
+  ASSERT_TRUE(b_->StatFS(root, &fs).ok());
+  const uint64_t used = fs.used_inodes;
+  auto f = a_->Load();
+  ASSERT_TRUE(f.ok());
+  f->inodes = used + 2;
+  f->capacity = 64 << 20;
+  ASSERT_TRUE(a_->Init(*f, /*force=*/true).ok());
+  ASSERT_TRUE(b_->StatFS(root, &fs).ok());
+  EXPECT_NE(fs.total_space, uint64_t(64) << 20) << "applied before a heartbeat (not wrong, but not what is tested)";
+  ASSERT_TRUE(b_->Heartbeat().ok());
+  ASSERT_TRUE(b_->StatFS(root, &fs).ok());
+  EXPECT_EQ(fs.total_space, uint64_t(64) << 20);
+  EXPECT_EQ(fs.used_inodes + fs.avail_inodes, used + 2);
+  Ino ino = 0;
+  Attr attr;
+  EXPECT_TRUE(b_->Mknod(root, kRootIno, "one", S_IFREG | 0644, 0, 0, "", &ino, &attr).ok());
+  EXPECT_TRUE(b_->Mknod(root, kRootIno, "two", S_IFREG | 0644, 0, 0, "", &ino, &attr).ok());
+  Ino other = 0;
+  EXPECT_EQ(b_->Mknod(root, kRootIno, "three", S_IFREG | 0644, 0, 0, "", &other, &attr).code(), ENOSPC);
+  const chunk::Slice big{0, 77, 40u << 20, 0, 40u << 20};
+  EXPECT_EQ(b_->WriteSlices(root, ino, {{0, big}, {1, big}}, Now(), &attr, nullptr).code(), ENOSPC);
+  EXPECT_TRUE(b_->WriteSlices(root, ino, {{0, big}}, Now(), &attr, nullptr).ok());
+}
+
+// `tessera destroy`: Reset removes every record; the volume is gone for all.
+TEST_P(SessionExpiryTest, ResetRemovesTheVolume) {
+  const Context root = Context::Root();
+  Ino ino = 0;
+  Attr attr;
+  ASSERT_TRUE(a_->Mknod(root, kRootIno, "f", S_IFREG | 0644, 0, 0, "", &ino, &attr).ok());
+  ASSERT_TRUE(a_->CloseSession().ok());
+  ASSERT_TRUE(b_->CloseSession().ok());
+  ASSERT_TRUE(a_->Reset().ok());
+  EXPECT_EQ(b_->Load().status().code(), ENOENT);
+  auto fresh = Open(url_);
+  ASSERT_TRUE(fresh.ok());
+  EXPECT_EQ((*fresh)->Load().status().code(), ENOENT);
+}
+
 INSTANTIATE_TEST_SUITE_P(Engines, SessionExpiryTest, ::testing::Values("memory", "sqlite3", "redis", "postgres"),
                          [](const auto& param_info) { return param_info.param; });
 

@@ -1,0 +1,102 @@
+// tessera destroy: removes a volume — every object it wrote to the bucket,
+// then every metadata record. The UUID must be given (a wrong META-URL
+// cannot destroy another volume), no client may have it mounted, and a
+// terminal asks once more. Interrupted, it can simply be run again: objects
+// go first, the metadata (which names the volume) last.
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <iostream>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "cli/cli_util.h"
+#include "cli/commands.h"
+#include "common/url.h"
+#include "meta/meta_util.h"
+
+namespace tessera::cli {
+
+int Destroy(const DestroyOptions& o) {
+  auto vol = OpenVolume(o.meta_url);
+  if (!vol.ok()) return Fail(vol.status().message().empty() ? vol.status().ToString() : vol.status().message());
+  const meta::Format& f = vol->format;
+  if (o.uuid != f.uuid)
+    return Fail(fmt::format("the volume at {} is '{}' with UUID {}, not {}: nothing destroyed",
+                            RedactUrl(o.meta_url), f.name, f.uuid, o.uuid));
+
+  // Sessions of clients that are gone are cleaned; live ones refuse.
+  (void)vol->meta->CleanStaleSessions(meta::kSessionTimeoutSec);
+  auto sessions = vol->meta->ListSessions();
+  if (!sessions.ok()) return Fail(sessions.status().With("listing the sessions").ToString());
+  if (!sessions->empty()) {
+    for (const auto& s : *sessions)
+      std::fprintf(stderr, "tessera: mounted: session %llu on %s (pid %u) at %s\n", (unsigned long long)s.sid,
+                   s.host.c_str(), s.pid, s.mount_point.c_str());
+    return Fail(fmt::format("volume '{}' is mounted by {} client(s): unmount them first; nothing destroyed", f.name,
+                            sessions->size()));
+  }
+
+  if (!o.yes) {
+    if (!isatty(STDIN_FILENO))
+      return Fail("destroying a volume deletes all its files for good: add --yes to confirm; nothing destroyed");
+    std::fprintf(stderr, "Destroy volume '%s' (%s) with every file in it, for good? Type the volume name: ",
+                 f.name.c_str(), vol->store->Describe().c_str());
+    std::string answer;
+    std::getline(std::cin, answer);
+    if (answer != f.name) return Fail("not confirmed; nothing destroyed");
+  }
+
+  // 1. The objects, page by page, deleted on o.threads threads.
+  Progress progress;
+  std::atomic<uint64_t> deleted{0}, failed{0};
+  std::mutex err_mu;
+  std::string first_error;
+  std::string after;
+  for (;;) {
+    std::vector<object::ObjectInfo> page;
+    bool more = false;
+    Status st = vol->store->List("chunks/", after, 1000, &page, &more);
+    if (!st.ok()) return Fail(st.With("listing the bucket; nothing of the metadata was removed, run it again").ToString());
+    std::atomic<size_t> next{0};
+    std::vector<std::thread> workers;
+    for (int t = 0; t < std::max(1, o.threads); ++t) {
+      workers.emplace_back([&] {
+        for (size_t i; (i = next.fetch_add(1)) < page.size();) {
+          Status ds = vol->store->Delete(page[i].key);
+          if (ds.ok() || ds.code() == ENOENT) {
+            deleted.fetch_add(1);
+            continue;
+          }
+          failed.fetch_add(1);
+          std::lock_guard<std::mutex> g(err_mu);
+          if (first_error.empty()) first_error = ds.ToString();
+        }
+      });
+    }
+    for (auto& w : workers) w.join();
+    progress.Show(fmt::format("deleted {} object(s)", deleted.load()));
+    if (!more || page.empty()) break;
+    after = page.back().key;
+  }
+  progress.Show(fmt::format("deleted {} object(s)", deleted.load()), true);
+  progress.Done();
+  if (failed > 0)
+    return Fail(fmt::format("{} object(s) could not be deleted (first: {}); the metadata is kept: run destroy again",
+                            failed.load(), first_error));
+
+  // 2. The metadata.
+  Status st = vol->meta->Reset();
+  if (!st.ok()) return Fail(st.With("removing the metadata (the objects are gone): run destroy again").ToString());
+  std::printf("volume '%s' (%s) destroyed: %llu object(s) deleted, metadata removed\n", f.name.c_str(), f.uuid.c_str(),
+              (unsigned long long)deleted.load());
+  return 0;
+}
+
+}  // namespace tessera::cli
