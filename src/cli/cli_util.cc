@@ -3,7 +3,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <deque>
+#include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -63,6 +67,47 @@ Result<Volume> OpenVolume(const std::string& meta_url) {
   if (!s.ok()) return s.status().With("cannot open object storage");
   v.store = std::move(*s);
   return v;
+}
+
+Status WalkFiles(meta::Meta* m, const std::string& path, meta::Ino root, const FileVisitor& fn) {
+  const meta::Context ctx = meta::Context::Root();
+  meta::Attr attr;
+  RETURN_IF_ERROR(m->GetAttr(ctx, root, &attr));
+  if (!attr.IsDir()) return attr.IsFile() ? fn(path, root, attr) : Status::OK();
+  std::deque<std::pair<std::string, meta::Ino>> dirs{{path == "/" ? "" : path, root}};
+  while (!dirs.empty()) {
+    auto [dir, dino] = std::move(dirs.front());
+    dirs.pop_front();
+    std::string after;
+    for (bool more = true; more;) {
+      std::vector<meta::Entry> page;
+      RETURN_IF_ERROR(m->ReaddirPage(ctx, dino, true, after, 1000, &page, &more));
+      if (page.empty()) break;
+      after = page.back().name;
+      for (auto& e : page) {
+        std::string p = dir + "/" + e.name;
+        if (e.attr.IsDir()) dirs.emplace_back(std::move(p), e.ino);
+        else if (e.attr.IsFile()) RETURN_IF_ERROR(fn(p, e.ino, e.attr));
+      }
+    }
+  }
+  return Status::OK();
+}
+
+Result<meta::Ino> ResolvePath(meta::Meta* m, const std::string& path) {
+  meta::Ino ino = meta::kRootIno;
+  size_t pos = 0;
+  while (pos < path.size()) {
+    const size_t next = std::min(path.find('/', pos), path.size());
+    const std::string name = path.substr(pos, next - pos);
+    pos = next + 1;
+    if (name.empty() || name == ".") continue;
+    meta::Attr attr;
+    meta::Ino child = 0;
+    RETURN_IF_ERROR(m->Lookup(meta::Context::Root(), ino, name, &child, &attr).With(path));
+    ino = child;
+  }
+  return ino;
 }
 
 std::string HumanSize(uint64_t n) {

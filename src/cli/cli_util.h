@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -34,6 +35,16 @@ int Fail(const std::string& msg);
 // local database that does not exist yet is ENOENT ("no volume ...") and
 // nothing is created.
 Result<std::unique_ptr<meta::Meta>> OpenMeta(const std::string& url, bool must_exist);
+
+// Calls fn for every regular file under `path` (inode root, a directory or
+// a file), breadth first, reading directories a page at a time through the
+// engine (no mount needed). path is the volume-relative path of root ("/"
+// for the root); fn gets each file's path in the volume. An error of fn or
+// of the engine stops the walk and is returned.
+using FileVisitor = std::function<Status(const std::string& path, meta::Ino ino, const meta::Attr& attr)>;
+Status WalkFiles(meta::Meta* m, const std::string& path, meta::Ino root, const FileVisitor& fn);
+// The inode at `path` inside the volume ("/" the root).
+Result<meta::Ino> ResolvePath(meta::Meta* m, const std::string& path);
 
 // "12.3 MiB", "512 bytes".
 std::string HumanSize(uint64_t n);

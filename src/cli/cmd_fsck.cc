@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
-#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -45,31 +44,14 @@ struct BrokenFile {
   std::string first_problem;  // guarded by mu
 };
 
-// The inode at `path` (absolute inside the volume, "/" the root).
-Result<Ino> ResolvePath(meta::Meta* m, const std::string& path) {
-  Ino ino = meta::kRootIno;
-  size_t pos = 0;
-  while (pos < path.size()) {
-    const size_t next = std::min(path.find('/', pos), path.size());
-    const std::string name = path.substr(pos, next - pos);
-    pos = next + 1;
-    if (name.empty() || name == ".") continue;
-    meta::Attr attr;
-    Ino child = 0;
-    Status st = m->Lookup(Context::Root(), ino, name, &child, &attr);
-    if (!st.ok()) return st.With("--path " + path);
-    ino = child;
-  }
-  return ino;
-}
-
 class ObjectChecker {
  public:
   ObjectChecker(Volume* vol, int threads) : vol_(vol), threads_(std::max(1, threads)) {}
 
   // Walks the tree under (path, ino); checks the blocks of every file.
   Status Run(const std::string& path, Ino ino) {
-    RETURN_IF_ERROR(Walk(path, ino));
+    RETURN_IF_ERROR(WalkFiles(vol_->meta.get(), path, ino,
+                              [this](const std::string& p, Ino i, const meta::Attr& a) { return AddFile(p, i, a); }));
     RETURN_IF_ERROR(CheckBlocks());  // what is left
     progress_.Show(Text(), true);
     progress_.Done();
@@ -90,30 +72,6 @@ class ObjectChecker {
   static constexpr size_t kBatch = 4096;  // blocks queued before they are checked
 
   std::string Text() const { return fmt::format("checked {} block(s) of {} file(s)", checked_.load(), paths_.size()); }
-
-  Status Walk(const std::string& root_path, Ino root) {
-    meta::Attr attr;
-    RETURN_IF_ERROR(vol_->meta->GetAttr(Context::Root(), root, &attr));
-    if (!attr.IsDir()) return AddFile(root_path, root, attr);
-    std::deque<std::pair<std::string, Ino>> dirs{{root_path == "/" ? "" : root_path, root}};
-    while (!dirs.empty()) {
-      auto [dir, dino] = std::move(dirs.front());
-      dirs.pop_front();
-      std::string after;
-      for (bool more = true; more;) {
-        std::vector<meta::Entry> page;
-        RETURN_IF_ERROR(vol_->meta->ReaddirPage(Context::Root(), dino, true, after, 1000, &page, &more));
-        if (page.empty()) break;
-        after = page.back().name;
-        for (auto& e : page) {
-          const std::string p = dir + "/" + e.name;
-          if (e.attr.IsDir()) dirs.emplace_back(p, e.ino);
-          else if (e.attr.IsFile()) RETURN_IF_ERROR(AddFile(p, e.ino, e.attr));
-        }
-      }
-    }
-    return Status::OK();
-  }
 
   // Queues the blocks of every slice of the file (once per inode: hard links).
   Status AddFile(const std::string& path, Ino ino, const meta::Attr& attr) {
@@ -208,7 +166,7 @@ int Fsck(const FsckOptions& o) {
 
   const std::string path = o.path.empty() ? "/" : o.path;
   auto root = ResolvePath(vol->meta.get(), path);
-  if (!root.ok()) return Fail(root.status().ToString());
+  if (!root.ok()) return Fail(root.status().With("--path").ToString());
   ObjectChecker checker(&*vol, o.threads);
   st = checker.Run(path, *root);
   if (!st.ok()) return Fail(st.ToString());

@@ -16,15 +16,19 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include "chunk/chunk_store.h"
+#include "chunk/compression.h"
 #include "chunk/layout.h"
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "common/url.h"
+#include "vfs/compactor.h"
 
 namespace tessera::cli {
 
@@ -68,12 +72,78 @@ struct Count {
   std::string Text() const { return fmt::format("{} object(s), {}", objects, HumanSize(bytes)); }
 };
 
+// gc --compact: every chunk of two slices or more is rewritten as one; the
+// slices it replaces go to the deletion queue (finished by --delete). A
+// chunk a client changes meanwhile is left for later (EAGAIN); one whose
+// objects cannot be read is named on stderr and counted in *unreadable.
+Status CompactAll(Volume* vol, uint64_t* unreadable) {
+  chunk::StoreConfig sc;
+  sc.block_size = vol->format.block_size;
+  ASSIGN_OR_RETURN(sc.compression, chunk::ParseCompression(vol->format.compression));
+  sc.mem_cache_bytes = 0;
+  chunk::ChunkStore store(vol->store.get(), sc);
+  Progress progress;
+  uint64_t files = 0, chunks = 0, compacted = 0, busy = 0, before = 0, after = 0;
+  std::unordered_set<meta::Ino> seen;  // a file of several links, once
+  RETURN_IF_ERROR(WalkFiles(vol->meta.get(), "/", meta::kRootIno,
+                            [&](const std::string& path, meta::Ino ino, const meta::Attr&) -> Status {
+    if (!seen.insert(ino).second) return Status::OK();
+    ++files;
+    for (uint32_t from = 0;;) {
+      std::vector<uint32_t> list;
+      RETURN_IF_ERROR(vol->meta->ListChunks(ino, from, 1024, &list));
+      for (uint32_t index : list) {
+        ++chunks;
+        vfs::CompactResult r;
+        Status st = vfs::CompactChunk(vol->meta.get(), &store, ino, index, 2, &r);
+        if (st.code() == EAGAIN || st.code() == ENOENT) {  // changed or removed meanwhile
+          ++busy;
+          continue;
+        }
+        if (st.code() == EIO) {  // a missing or damaged object: the file is broken, the rest goes on
+          ++*unreadable;
+          std::fprintf(stderr, "tessera: cannot compact chunk %u of %s: %s\n", index, path.c_str(), st.ToString().c_str());
+          continue;
+        }
+        RETURN_IF_ERROR(st.With(fmt::format("compacting chunk {} of {}", index, path)));
+        if (r.changed) {
+          ++compacted;
+          before += r.slices_before;
+          after += r.slices_after;
+        }
+      }
+      if (list.empty() || list.back() == UINT32_MAX) break;
+      from = list.back() + 1;
+    }
+    progress.Show(fmt::format("compacting: {} file(s), {} chunk(s) seen, {} compacted", files, chunks, compacted));
+    return Status::OK();
+  }));
+  progress.Done();
+  std::printf("compacted %llu of %llu chunk(s) in %llu file(s): slices %llu -> %llu%s\n", (unsigned long long)compacted,
+              (unsigned long long)chunks, (unsigned long long)files, (unsigned long long)before,
+              (unsigned long long)after,
+              busy ? fmt::format(" ({} changed meanwhile: left for later)", busy).c_str() : "");
+  return Status::OK();
+}
+
 }  // namespace
 
 int Gc(const GcOptions& o) {
   auto vol = OpenVolume(o.meta_url);
   if (!vol.ok()) return Fail(vol.status().message().empty() ? vol.status().ToString() : vol.status().message());
   const uint32_t bs = vol->format.block_size;
+  uint64_t unreadable = 0;
+  if (o.compact) {
+    Status st = CompactAll(&*vol, &unreadable);
+    if (!st.ok()) return Fail(st.ToString());
+  }
+  // Said last, whatever else gc did.
+  auto finish = [&](int rc) {
+    if (unreadable == 0) return rc;
+    return Fail(fmt::format("{} chunk(s) could not be compacted: objects they reference are missing or unreadable "
+                            "('tessera fsck --check-objects' names the files)",
+                            unreadable));
+  };
   Progress progress;
 
   // 1. What the metadata references, and what it has queued for deletion.
@@ -136,7 +206,7 @@ int Gc(const GcOptions& o) {
   if (!o.delete_leaked) {
     if (leaked.objects || queued.objects)
       std::fprintf(stderr, "tessera: run with --delete to remove the leaked objects and finish the pending deletions\n");
-    return 0;
+    return finish(0);
   }
 
   // 3. --delete: the leaked objects, then the deletion queue.
@@ -179,7 +249,7 @@ int Gc(const GcOptions& o) {
   std::printf("deleted %llu leaked object(s); finished the deletion of %d slice(s)\n",
               (unsigned long long)deleted.load(), finished);
   if (failed.load()) return Fail(fmt::format("{} object(s) could not be deleted: {}", failed.load(), first_error));
-  return 0;
+  return finish(0);
 }
 
 }  // namespace tessera::cli

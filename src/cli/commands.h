@@ -116,6 +116,7 @@ int Destroy(const DestroyOptions& o);
 struct GcOptions {
   std::string meta_url;
   bool delete_leaked = false;
+  bool compact = false;  // first compact every chunk of two slices or more
   int threads = 10;
 };
 int Gc(const GcOptions& o);

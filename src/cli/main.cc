@@ -174,6 +174,8 @@ int main(int argc, char** argv) {
   gc->footer("Examples:\n  tessera gc sqlite3:///var/lib/tessera/vol.db\n"
              "  tessera gc redis://host:6379/1 --delete   # safe while the volume is mounted");
   gc->add_option("META-URL", gco.meta_url, "metadata engine address")->required();
+  gc->add_flag("--compact", gco.compact,
+               "first merge the slices of every fragmented chunk (safe beside clients writing)");
   gc->add_flag("--delete", gco.delete_leaked,
                "delete leaked objects older than one hour and finish pending deletions");
   gc->add_option("--threads", gco.threads, "concurrent deletions")->capture_default_str()->check(CLI::Range(1, 256));

@@ -11,6 +11,8 @@
 # has two links), and --path narrows the check. Last, `tessera config`: the
 # immutable settings are refused, a limit below the usage needs --yes, and a
 # live mount applies new capacity and inode limits at its next heartbeat.
+# gc --compact merges a fragmented file beside a live mount; destroy is
+# refused until everything is right, then removes every object and record.
 [ "$STORAGE" = file ] || fail "gc needs the file storage (it ages objects with touch)"
 count_of() { "$TESSERA" gc "$META" 2>/dev/null | grep "$1" | sed -E 's/.*: +([0-9]+) object.*/\1/'; }
 
@@ -125,6 +127,32 @@ for i in $(seq 1 6); do touch "$MNT/inode-$i" 2>/dev/null && made=$((made + 1));
 "$TESSERA" config "$META" --inodes 0 >/dev/null || fail "config --inodes 0"
 rm -f "$MNT"/inode-*
 log "config: the capacity and inode limits took effect in the mount within a heartbeat, and were lifted"
+
+log "gc --compact: a file of 40 fsync'd appends becomes one slice, beside a live mount"
+unmount_volume
+mount_volume --compact-threshold 0  # the mount itself never compacts: gc must
+python3 - "$MNT/fragmented" <<'PY'
+import os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT, 0o644)
+for i in range(40):
+    os.write(fd, os.urandom(10000))
+    os.fsync(fd)
+os.close(fd)
+PY
+cp "$MNT/fragmented" "$WORK/fragmented.ref"
+"$TESSERA" info "$MNT/fragmented" | grep -q "chunk 0: 40 slice(s)" || fail "the appends did not make 40 slices: $("$TESSERA" info "$MNT/fragmented" | grep chunk)"
+# The file whose object was removed above cannot be compacted: named, gc
+# goes on with the rest and exits 1.
+if out=$("$TESSERA" gc "$META" --compact --delete 2>&1); then fail "gc --compact exits 0 with a broken file: $out"; fi
+echo "$out" | grep -q "cannot compact chunk 0 of /dir/.*victim" || fail "gc --compact does not name the broken file: $out"
+echo "$out" | grep -q "1 chunk(s) could not be compacted" || fail "gc --compact: $out"
+echo "$out" | grep -qE "^compacted [1-9][0-9]* of" || fail "gc --compact: $out"
+"$TESSERA" info "$MNT/fragmented" | grep -q "chunk 0: 1 slice(s)" || fail "still fragmented after gc --compact"
+echo 3 >/proc/sys/vm/drop_caches
+cmp "$MNT/fragmented" "$WORK/fragmented.ref" || fail "gc --compact changed the file's bytes"
+[ "$(count_of "pending deletion:")" = 0 ] || fail "the replaced slices are still pending after gc --compact --delete"
+log "gc --compact: $(echo "$out" | grep "^compacted")"
+rm -f "$MNT/dir/sub/victim" "$MNT/dir/victim-link"
 
 log "destroy: refused with a wrong UUID, while mounted, without --yes; then every object and record goes"
 uuid=$("$TESSERA" status "$META" | python3 -c 'import json, sys; print(json.load(sys.stdin)["Setting"]["UUID"])')
