@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <thread>
 #include <cstdio>
 #include <deque>
 #include <utility>
@@ -108,6 +110,16 @@ Result<meta::Ino> ResolvePath(meta::Meta* m, const std::string& path) {
     ino = child;
   }
   return ino;
+}
+
+void ParallelFor(size_t n, int threads, const std::function<void(size_t)>& fn) {
+  std::atomic<size_t> next{0};
+  std::vector<std::thread> workers;
+  for (int t = 0; t < std::max(1, threads); ++t)
+    workers.emplace_back([&] {
+      for (size_t i; (i = next.fetch_add(1)) < n;) fn(i);
+    });
+  for (auto& w : workers) w.join();
 }
 
 std::string HumanSize(uint64_t n) {

@@ -46,6 +46,10 @@ Status WalkFiles(meta::Meta* m, const std::string& path, meta::Ino root, const F
 // The inode at `path` inside the volume ("/" the root).
 Result<meta::Ino> ResolvePath(meta::Meta* m, const std::string& path);
 
+// Calls fn(i) for i in [0, n) on `threads` threads (at least one), each
+// taking the next index; returns when all are done.
+void ParallelFor(size_t n, int threads, const std::function<void(size_t)>& fn);
+
 // "12.3 MiB", "512 bytes".
 std::string HumanSize(uint64_t n);
 

@@ -64,23 +64,16 @@ int Destroy(const DestroyOptions& o) {
     bool more = false;
     Status st = vol->store->List("chunks/", after, 1000, &page, &more);
     if (!st.ok()) return Fail(st.With("listing the bucket; nothing of the metadata was removed, run it again").ToString());
-    std::atomic<size_t> next{0};
-    std::vector<std::thread> workers;
-    for (int t = 0; t < std::max(1, o.threads); ++t) {
-      workers.emplace_back([&] {
-        for (size_t i; (i = next.fetch_add(1)) < page.size();) {
-          Status ds = vol->store->Delete(page[i].key);
-          if (ds.ok() || ds.code() == ENOENT) {
-            deleted.fetch_add(1);
-            continue;
-          }
-          failed.fetch_add(1);
-          std::lock_guard<std::mutex> g(err_mu);
-          if (first_error.empty()) first_error = ds.ToString();
-        }
-      });
-    }
-    for (auto& w : workers) w.join();
+    ParallelFor(page.size(), o.threads, [&](size_t i) {
+      Status ds = vol->store->Delete(page[i].key);
+      if (ds.ok() || ds.code() == ENOENT) {
+        deleted.fetch_add(1);
+        return;
+      }
+      failed.fetch_add(1);
+      std::lock_guard<std::mutex> g(err_mu);
+      if (first_error.empty()) first_error = ds.ToString();
+    });
     progress.Show(fmt::format("deleted {} object(s)", deleted.load()));
     if (!more || page.empty()) break;
     after = page.back().key;

@@ -107,35 +107,31 @@ class ObjectChecker {
   // marks its file; an error of the store itself (unreachable, denied)
   // stops the check: it says nothing about the files.
   Status CheckBlocks() {
-    std::atomic<size_t> next{0};
     std::mutex err_mu;
     Status store_error;
-    std::vector<std::thread> workers;
-    for (int t = 0; t < threads_; ++t) {
-      workers.emplace_back([&] {
-        for (size_t i; (i = next.fetch_add(1)) < queue_.size();) {
-          const BlockCheck& b = queue_[i];
-          auto info = vol_->store->Head(b.key);
-          std::string problem;
-          if (!info.ok() && info.status().code() == ENOENT) {
-            problem = "object " + b.key + " is missing";
-          } else if (!info.ok()) {
-            std::lock_guard<std::mutex> g(err_mu);
-            if (store_error.ok()) store_error = info.status().With("checking object " + b.key);
-            return;
-          } else if (uint64_t(info->size) != b.len && vol_->format.compression == "none") {
-            problem = fmt::format("object {} has {} bytes, not {}", b.key, info->size, b.len);
-          }
-          checked_.fetch_add(1);
-          if (!problem.empty()) {
-            BrokenFile& f = *broken_[b.file];
-            std::lock_guard<std::mutex> g(f.mu);
-            if (f.bad++ == 0) f.first_problem = problem;
-          }
-        }
-      });
-    }
-    for (auto& w : workers) w.join();
+    std::atomic<bool> stop{false};
+    ParallelFor(queue_.size(), threads_, [&](size_t i) {
+      if (stop.load()) return;
+      const BlockCheck& b = queue_[i];
+      auto info = vol_->store->Head(b.key);
+      std::string problem;
+      if (!info.ok() && info.status().code() == ENOENT) {
+        problem = "object " + b.key + " is missing";
+      } else if (!info.ok()) {
+        std::lock_guard<std::mutex> g(err_mu);
+        if (store_error.ok()) store_error = info.status().With("checking object " + b.key);
+        stop = true;
+        return;
+      } else if (uint64_t(info->size) != b.len && vol_->format.compression == "none") {
+        problem = fmt::format("object {} has {} bytes, not {}", b.key, info->size, b.len);
+      }
+      checked_.fetch_add(1);
+      if (!problem.empty()) {
+        BrokenFile& f = *broken_[b.file];
+        std::lock_guard<std::mutex> g(f.mu);
+        if (f.bad++ == 0) f.first_problem = problem;
+      }
+    });
     queue_.clear();
     progress_.Show(Text());
     return store_error;

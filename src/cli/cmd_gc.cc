@@ -210,26 +210,19 @@ int Gc(const GcOptions& o) {
   }
 
   // 3. --delete: the leaked objects, then the deletion queue.
-  std::atomic<size_t> next{0};
   std::atomic<uint64_t> deleted{0}, failed{0};
   std::mutex err_mu;
   std::string first_error;
-  std::vector<std::thread> workers;
-  for (int t = 0; t < std::max(1, o.threads); ++t) {
-    workers.emplace_back([&] {
-      for (size_t i; (i = next.fetch_add(1)) < doomed.size();) {
-        Status ds = vol->store->Delete(doomed[i]);
-        if (ds.ok()) {
-          deleted.fetch_add(1);
-        } else {
-          failed.fetch_add(1);
-          std::lock_guard<std::mutex> g(err_mu);
-          if (first_error.empty()) first_error = ds.ToString();
-        }
-      }
-    });
-  }
-  for (auto& w : workers) w.join();
+  ParallelFor(doomed.size(), o.threads, [&](size_t i) {
+    Status ds = vol->store->Delete(doomed[i]);
+    if (ds.ok()) {
+      deleted.fetch_add(1);
+      return;
+    }
+    failed.fetch_add(1);
+    std::lock_guard<std::mutex> g(err_mu);
+    if (first_error.empty()) first_error = ds.ToString();
+  });
   int finished = 0;
   for (;;) {
     auto r = vol->meta->CleanupDeleted(

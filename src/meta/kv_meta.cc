@@ -412,9 +412,7 @@ Status KvMeta::Fallocate(const Context& ctx, Ino ino, int mode, uint64_t off, ui
     const bool grows = !(mode & FALLOC_FL_KEEP_SIZE) && end > attr.length;
     const int64_t delta = grows ? int64_t(Align4K(end)) - int64_t(Align4K(attr.length)) : 0;
     if (delta > 0) {
-      auto used = tx.Get(CounterKey(kUsedSpace));
-      if (!used.ok() && !used.status().not_found()) return used.status();
-      const uint64_t now_used = used.ok() ? uint64_t(std::max<int64_t>(DecodeI64(*used), 0)) : 0;
+      ASSIGN_OR_RETURN(const uint64_t now_used, UsedSpaceTx(tx));
       if (now_used + uint64_t(delta) > FallocateSpace(limits_.Capacity())) return Status::Err(ENOSPC);
     }
     if (end > kMaxFileSize) return Status::Err(EFBIG);
@@ -783,12 +781,16 @@ Status KvMeta::ListChunks(Ino ino, uint32_t from, uint32_t limit, std::vector<ui
       true);
 }
 
+Result<uint64_t> KvMeta::UsedSpaceTx(kv::Txn& tx) {
+  auto used = tx.Get(CounterKey(kUsedSpace));  // absent until the first byte is written
+  if (!used.ok() && !used.status().not_found()) return used.status();
+  return used.ok() ? uint64_t(std::max<int64_t>(DecodeI64(*used), 0)) : 0;
+}
+
 Status KvMeta::CheckSpaceTx(kv::Txn& tx, int64_t delta) {
   const uint64_t capacity = limits_.Capacity();
   if (capacity == 0 || delta <= 0) return Status::OK();
-  auto used = tx.Get(CounterKey(kUsedSpace));  // absent until the first byte is written
-  if (!used.ok() && !used.status().not_found()) return used.status();
-  const uint64_t now_used = used.ok() ? uint64_t(std::max<int64_t>(DecodeI64(*used), 0)) : 0;
+  ASSIGN_OR_RETURN(const uint64_t now_used, UsedSpaceTx(tx));
   return now_used + uint64_t(delta) > capacity ? Status::Err(ENOSPC) : Status::OK();
 }
 

@@ -100,6 +100,8 @@ class KvMeta final : public Meta {
   Status CleanSessionTx(kv::Txn& tx, uint64_t sid);
   Status TruncateChunksTx(kv::Txn& tx, Ino ino, uint64_t old_len, uint64_t new_len);
   Status AppendHoleTx(kv::Txn& tx, Ino ino, uint64_t off, uint64_t end);
+  // The used-space counter (0 before the first byte is written).
+  Result<uint64_t> UsedSpaceTx(kv::Txn& tx);
   // ENOSPC if growing the used space by delta passes the capacity.
   Status CheckSpaceTx(kv::Txn& tx, int64_t delta);
 

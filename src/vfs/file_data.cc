@@ -217,28 +217,28 @@ uint64_t FileData::PendingEndLocked() const {
   return end;
 }
 
-void FileData::ApplyPending(meta::Attr* attr) {
-  std::lock_guard<std::mutex> g(mu_);
+void FileData::MergePendingLocked(meta::Attr* attr) const {
   if (buffer_.empty() && frozen_.empty()) return;
   attr->length = std::max(attr->length, PendingEndLocked());
   attr->mtime = attr->ctime = last_write_;
 }
 
+void FileData::ApplyPending(meta::Attr* attr) {
+  std::lock_guard<std::mutex> g(mu_);
+  MergePendingLocked(attr);
+}
+
 Status FileData::ReadAttr(const meta::Context& ctx, meta::Attr* attr) {
   std::lock_guard<std::mutex> g(mu_);
   RETURN_IF_ERROR(dp_->meta()->GetAttr(ctx, ino_, attr));
-  if (buffer_.empty() && frozen_.empty()) return Status::OK();
-  attr->length = std::max(attr->length, PendingEndLocked());
-  attr->mtime = attr->ctime = last_write_;
+  MergePendingLocked(attr);
   return Status::OK();
 }
 
 bool FileData::ApplyPendingSince(uint64_t epoch, meta::Attr* attr) {
   std::lock_guard<std::mutex> g(mu_);
   if (changed_.load(std::memory_order_relaxed) > epoch) return false;
-  if (buffer_.empty() && frozen_.empty()) return true;
-  attr->length = std::max(attr->length, PendingEndLocked());
-  attr->mtime = attr->ctime = last_write_;
+  MergePendingLocked(attr);
   return true;
 }
 

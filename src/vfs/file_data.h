@@ -266,6 +266,8 @@ class FileData {
   void FreezeLocked(uint32_t chunk, uint32_t pos, std::string data);
   void SubmitBlock(const std::shared_ptr<FrozenSlice>& s, uint32_t index);
   uint64_t PendingEndLocked() const;
+  // Adds the pending length and mtime to attr. Requires mu_.
+  void MergePendingLocked(meta::Attr* attr) const;
   // The resolved slice view of a chunk, from cache or engine. Requires mu_.
   Status ViewLocked(uint32_t chunk, std::vector<chunk::Slice>** view);
   // Reads committed bytes of [off, off+size) given chunk views (zeros for holes).
