@@ -9,8 +9,8 @@ $SUDO apt-get install -y -qq --no-install-recommends \
   build-essential cmake ninja-build pkg-config git ca-certificates \
   libfuse3-dev fuse3 libsqlite3-dev sqlite3 \
   libfmt-dev nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev \
-  libhiredis-dev libpq-dev libcurl4-openssl-dev libssl-dev libzstd-dev liblz4-dev libxxhash-dev \
-  attr acl fio procps psmisc python3 iproute2 util-linux >/dev/null
+  libhiredis-dev libpq-dev libcurl4-openssl-dev libssl-dev libzstd-dev liblz4-dev libxxhash-dev zlib1g-dev \
+  attr acl fio procps psmisc python3 iproute2 util-linux jq gzip >/dev/null
 # Servers the tests start themselves (tests/tools/with-*.sh): Redis, PostgreSQL,
 # and an S3 server that verifies signatures (OpenStack Swift's library with its
 # s3api middleware, docs/s3-test-server.md) with memcached; boto3 checks objects

@@ -120,6 +120,21 @@ struct GcOptions {
   int threads = 10;
 };
 int Gc(const GcOptions& o);
+
+// `tessera dump META-URL [FILE]` / `tessera load META-URL [FILE]`: the
+// metadata as JSON lines (docs/format.md section 5); "-" is stdout/stdin.
+struct DumpArgs {
+  std::string meta_url;
+  std::string file = "-";
+  std::string subdir;
+  bool gzip = false;  // also when FILE ends with .gz
+};
+int DumpMeta(const DumpArgs& o);
+struct LoadArgs {
+  std::string meta_url;
+  std::string file = "-";
+};
+int LoadMeta(const LoadArgs& o);
 int Compact(const std::vector<std::string>& paths);
 int Version();
 

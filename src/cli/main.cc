@@ -180,6 +180,26 @@ int main(int argc, char** argv) {
                "delete leaked objects older than one hour and finish pending deletions");
   gc->add_option("--threads", gco.threads, "concurrent deletions")->capture_default_str()->check(CLI::Range(1, 256));
 
+  DumpArgs dua;
+  auto* dump = app.add_subcommand("dump", "Write a volume's metadata (settings, whole tree, counters) as JSON lines");
+  dump->footer("Examples:\n  tessera dump sqlite3:///var/lib/tessera/vol.db vol.json.gz   # gzipped: name ends with .gz\n"
+               "  tessera dump redis://host:6379/1 - --subdir /projects | jq -c .\n"
+               "Format: docs/format.md, section 5. One snapshot on sqlite3 and postgres; on Redis each inode is "
+               "read atomically (dump a quiet volume).");
+  dump->add_option("META-URL", dua.meta_url, "metadata engine address")->required();
+  dump->add_option("FILE", dua.file, "where to write the dump (- for stdout)")->capture_default_str();
+  dump->add_option("--subdir", dua.subdir, "dump only this directory of the volume (it becomes the root when loaded)");
+  dump->add_flag("--gzip", dua.gzip, "compress with gzip (also when FILE ends with .gz)");
+
+  LoadArgs loa;
+  auto* load = app.add_subcommand("load", "Create a volume's metadata from a dump, in an empty engine");
+  load->footer("Examples:\n  tessera load redis://host:6379/1 vol.json.gz   # plain or gzipped\n"
+               "  tessera dump sqlite3://a.db - | tessera load postgres://u@host/db -   # move a volume\n"
+               "The engine must be empty. The volume keeps its name, UUID, bucket and inode numbers, so it mounts and "
+               "reads the same objects.");
+  load->add_option("META-URL", loa.meta_url, "metadata engine address (empty)")->required();
+  load->add_option("FILE", loa.file, "the dump (- for stdin)")->capture_default_str();
+
   auto* version = app.add_subcommand("version", "Show the version");
 
   BenchOptions bo;
@@ -244,6 +264,8 @@ int main(int argc, char** argv) {
   if (*config) return Config(co);
   if (*destroy) return Destroy(dso);
   if (*gc) return Gc(gco);
+  if (*dump) return DumpMeta(dua);
+  if (*load) return LoadMeta(loa);
   if (*compact) return Compact(compact_paths);
   if (*version) return Version();
   if (*bench) return Bench(bo);

@@ -84,6 +84,9 @@ class KvMeta final : public Meta {
 
   Status Check(std::vector<std::string>* problems) override;
   Status Reset() override { return engine_->DropAll(); }
+  Status ReadTree(const std::function<Status(TreeReader&)>& fn) override;
+  Status WriteTree(const std::function<Status(TreeWriter&)>& fn) override;
+  Result<bool> IsEmpty() override;
 
  private:
   Result<int64_t> ReserveIds(const char* counter, uint64_t batch);

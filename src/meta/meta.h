@@ -124,6 +124,40 @@ struct SliceWrite {
 // Deletes the objects of one slice; called by background cleanup.
 using SliceDeleter = std::function<Status(uint64_t id, uint32_t size)>;
 
+// ---- copying a volume record by record (tessera dump/load, meta/dump.h) ----
+// Everything stored for one inode (not its directory entries).
+struct InodeRecord {
+  Ino ino = 0;
+  Attr attr;
+  std::string target;                                          // symlinks
+  std::vector<std::pair<std::string, std::string>> xattrs;     // by name
+  std::vector<std::pair<uint32_t, std::vector<chunk::Slice>>> chunks;  // by index, slices in append order
+};
+
+// Reads a volume's records without permission checks; see Meta::ReadTree.
+class TreeReader {
+ public:
+  virtual ~TreeReader() = default;
+  // ENOENT when the inode does not exist.
+  virtual Status Inode(Ino ino, InodeRecord* out) = 0;
+  // A page of a directory's entries in name order (bytewise), after `after`;
+  // attr.mode holds only the type bits.
+  virtual Status Entries(Ino dir, const std::string& after, size_t limit, std::vector<Entry>* out, bool* more) = 0;
+  // A counter (nextInode, nextSlice, nextSession, usedSpace, totalInodes); 0 when never set.
+  virtual Result<int64_t> Counter(const std::string& name) = 0;
+};
+
+// Writes records as they are, without checks; see Meta::WriteTree.
+class TreeWriter {
+ public:
+  virtual ~TreeWriter() = default;
+  virtual Status PutInode(const InodeRecord& rec) = 0;
+  // mode: the entry's type bits (S_IFMT).
+  virtual Status PutEntry(Ino parent, const std::string& name, Ino ino, uint32_t mode) = 0;
+  virtual Status PutCounter(const std::string& name, int64_t value) = 0;
+  virtual Status PutSetting(const Format& format) = 0;
+};
+
 class Meta {
  public:
   virtual ~Meta() = default;
@@ -249,6 +283,20 @@ class Meta {
   virtual Status GetLk(const Context& ctx, Ino ino, uint64_t owner, PosixLock* lock) = 0;
   // EAGAIN on conflict.
   virtual Status SetLk(const Context& ctx, Ino ino, uint64_t owner, const PosixLock& lock) = 0;
+
+  // ---- copying a volume (tessera dump/load) ----
+  // Runs fn with a reader of the volume's records. Engines with snapshots
+  // (sqlite3, postgres) run it in one read-only transaction: fn sees one
+  // consistent state however long it takes, and may be called again from
+  // the start if the engine aborts the snapshot. Redis has none: each
+  // Inode() is read atomically, nothing more (docs/format.md, section 5).
+  virtual Status ReadTree(const std::function<Status(TreeReader&)>& fn) = 0;
+  // Runs fn as one batch of raw writes: one transaction where the engine has
+  // them (fn may be run again after a conflict), one atomic function call in
+  // Redis. For loading an empty engine only: nothing is checked.
+  virtual Status WriteTree(const std::function<Status(TreeWriter&)>& fn) = 0;
+  // Does the engine hold no record at all (not even one of another volume)?
+  virtual Result<bool> IsEmpty() = 0;
 
   // ---- statistics ----
   // Requests sent to the engine's server, per operation ("lookup", "mknod",

@@ -903,6 +903,54 @@ local function reclaim(args)
   return { 0, finished, redis.call('ZCARD', 'delinodes') }
 end
 
+-- ---------------------------------------------------------------- dump / load
+
+-- Everything stored for one inode, read atomically (tessera dump):
+-- { 0, attr, symlink target, {xattr name, value, ...}, {chunk index, ...},
+--   {slice list, ...} } (indexes ascending, lists in the same order).
+local function dump_inode(args)
+  local ino = tonumber(args[1])
+  local a = redis.call('GET', key('i', ino))
+  if not a then fail(ENOENT) end
+  local target = redis.call('GET', key('s', ino)) or ''
+  local xattrs = redis.call('HGETALL', key('x', ino))
+  local idx = redis.call('ZRANGEBYSCORE', key('k', ino), '-inf', '+inf')
+  local lists = {}
+  if #idx > 0 then
+    local ks = {}
+    for i, s in ipairs(idx) do ks[i] = chunk_key(ino, tonumber(s)) end
+    lists = redis.call('MGET', unpack(ks))
+    for i, v in ipairs(lists) do if not v then lists[i] = '' end end
+  end
+  return { 0, a, target, xattrs, idx, lists }
+end
+
+-- Writes a batch of records as they are (tessera load, into an empty
+-- database): a sequence of tagged records
+--   i ino attr | s ino target | x ino name value | c ino idx list |
+--   e parent name entry | n counter value | setting json
+local function load(args)
+  local i = 1
+  while i <= #args do
+    local t = args[i]
+    if t == 'i' then redis.call('SET', 'i' .. args[i + 1], args[i + 2]); i = i + 3
+    elseif t == 's' then redis.call('SET', 's' .. args[i + 1], args[i + 2]); i = i + 3
+    elseif t == 'x' then redis.call('HSET', 'x' .. args[i + 1], args[i + 2], args[i + 3]); i = i + 4
+    elseif t == 'c' then
+      redis.call('SET', 'c' .. args[i + 1] .. '_' .. args[i + 2], args[i + 3])
+      redis.call('ZADD', 'k' .. args[i + 1], args[i + 2], args[i + 2])
+      i = i + 4
+    elseif t == 'e' then
+      redis.call('HSET', 'd' .. args[i + 1], args[i + 2], args[i + 3])
+      redis.call('ZADD', 'n' .. args[i + 1], 0, args[i + 2])
+      i = i + 4
+    elseif t == 'n' then redis.call('SET', args[i + 1], args[i + 2]); i = i + 3
+    elseif t == 'setting' then redis.call('SET', 'setting', args[i + 1]); i = i + 2
+    else fail(EINVAL) end
+  end
+  return { 0 }
+end
+
 -- Operation records (redis_client.h): a state-changing call comes with two
 -- keys, its connection's record key and its sequence number there. If the
 -- record already holds that sequence number, the call was performed before
@@ -965,3 +1013,5 @@ register('release', release)
 register('clean_session', clean_session)
 register('heartbeat', heartbeat)
 register('reclaim', reclaim)
+register('dump_inode', dump_inode, true)
+register('load', load)

@@ -123,7 +123,7 @@ Result<redis::Reply> RedisMeta::Cmd(Op op, const std::vector<std::string_view>& 
 Result<redis::Reply> RedisMeta::Fcall(Op op, const char* fn, const std::vector<std::string_view>& args) {
   // Functions registered with no-writes (redis_functions.lua); every other
   // one changes state and is sent with an operation id (redis_client.h).
-  static const std::set<std::string_view> kReadOnly = {"lookup", "readdir", "getxattr", "listxattr", "getlk"};
+  static const std::set<std::string_view> kReadOnly = {"lookup", "readdir", "getxattr", "listxattr", "getlk", "dump_inode"};
   const std::string name = std::string("tessera_") + fn;
   requests_[op].fetch_add(1, std::memory_order_relaxed);
   ASSIGN_OR_RETURN(redis::Reply r,
@@ -569,6 +569,94 @@ Status RedisMeta::SetLk(const Context&, Ino ino, uint64_t owner, const PosixLock
 // ---------------------------------------------------------------- fsck
 
 Status RedisMeta::Reset() { return Cmd(kOpOther, {"FLUSHDB"}).status(); }
+
+// ---------------------------------------------------------------- dump / load
+
+namespace {
+
+class RedisTreeReader final : public TreeReader {
+ public:
+  using CallFn = std::function<Result<redis::Reply>(const char* fn, const std::vector<std::string_view>& args)>;
+  using CmdFn = std::function<Result<redis::Reply>(const std::vector<std::string_view>& argv)>;
+  RedisTreeReader(Meta* meta, CallFn call, CmdFn cmd) : meta_(meta), call_(std::move(call)), cmd_(std::move(cmd)) {}
+
+  Status Inode(Ino ino, InodeRecord* out) override {
+    *out = InodeRecord{};
+    out->ino = ino;
+    ASSIGN_OR_RETURN(auto r, call_("dump_inode", Args().Num(ino).views()));
+    RETURN_IF_ERROR(DecodeAttr(r.at(1).str(), &out->attr));
+    if (out->attr.IsSymlink()) out->target = std::string(r.at(2).str());
+    redis::Reply x = r.at(3);
+    for (size_t i = 0; i + 1 < x.size(); i += 2) out->xattrs.emplace_back(x.at(i).str(), x.at(i + 1).str());
+    std::sort(out->xattrs.begin(), out->xattrs.end());
+    redis::Reply idx = r.at(4), lists = r.at(5);
+    for (size_t i = 0; i < idx.size() && i < lists.size(); ++i)
+      out->chunks.emplace_back(uint32_t(idx.at(i).integer()), chunk::DecodeSlices(lists.at(i).str()));
+    return Status::OK();
+  }
+  Status Entries(Ino dir, const std::string& after, size_t limit, std::vector<Entry>* out, bool* more) override {
+    return meta_->ReaddirPage(Context::Root(), dir, false, after, limit, out, more);
+  }
+  Result<int64_t> Counter(const std::string& name) override {
+    ASSIGN_OR_RETURN(auto r, cmd_({"GET", name}));
+    return r.nil() ? int64_t(0) : r.integer();
+  }
+
+ private:
+  Meta* meta_;
+  CallFn call_;
+  CmdFn cmd_;
+};
+
+// Collects the records of one batch as the arguments of one FCALL of
+// tessera_load (redis_functions.lua).
+class RedisTreeWriter final : public TreeWriter {
+ public:
+  Status PutInode(const InodeRecord& rec) override {
+    args_.Str("i").Num(rec.ino).Own(EncodeAttr(rec.attr));
+    if (rec.attr.IsSymlink()) args_.Str("s").Num(rec.ino).Own(rec.target);
+    for (const auto& [name, value] : rec.xattrs) args_.Str("x").Num(rec.ino).Own(name).Own(value);
+    for (const auto& [index, slices] : rec.chunks) args_.Str("c").Num(rec.ino).Num(index).Own(Records(slices));
+    return Status::OK();
+  }
+  Status PutEntry(Ino parent, const std::string& name, Ino ino, uint32_t mode) override {
+    args_.Str("e").Num(parent).Own(name).Own(EncodeEntry(ino, mode & S_IFMT));
+    return Status::OK();
+  }
+  Status PutCounter(const std::string& name, int64_t value) override {
+    args_.Str("n").Own(name).Own(std::to_string(value));
+    return Status::OK();
+  }
+  Status PutSetting(const Format& format) override {
+    args_.Str("setting").Own(format.ToJson());
+    return Status::OK();
+  }
+  const std::vector<std::string_view>& views() const { return args_.views(); }
+
+ private:
+  Args args_;
+};
+
+}  // namespace
+
+Status RedisMeta::ReadTree(const std::function<Status(TreeReader&)>& fn) {
+  RedisTreeReader reader(
+      this, [this](const char* f, const std::vector<std::string_view>& args) { return Fcall(kOpOther, f, args); },
+      [this](const std::vector<std::string_view>& argv) { return Cmd(kOpOther, argv); });
+  return fn(reader);
+}
+
+Status RedisMeta::WriteTree(const std::function<Status(TreeWriter&)>& fn) {
+  RedisTreeWriter writer;
+  RETURN_IF_ERROR(fn(writer));
+  if (writer.views().empty()) return Status::OK();
+  return Fcall(kOpOther, "load", writer.views()).status();
+}
+
+Result<bool> RedisMeta::IsEmpty() {
+  ASSIGN_OR_RETURN(auto r, Cmd(kOpOther, {"DBSIZE"}));
+  return r.integer() == 0;
+}
 
 Status RedisMeta::Check(std::vector<std::string>* problems) {
   problems->clear();

@@ -77,6 +77,9 @@ class RedisMeta final : public Meta {
   std::vector<std::pair<std::string, uint64_t>> RequestStats() const override;
   Status Check(std::vector<std::string>* problems) override;
   Status Reset() override;
+  Status ReadTree(const std::function<Status(TreeReader&)>& fn) override;
+  Status WriteTree(const std::function<Status(TreeWriter&)>& fn) override;
+  Result<bool> IsEmpty() override;
 
  private:
   // Operations counted in RequestStats.

@@ -1,0 +1,309 @@
+// The metadata dump (meta/dump.h) on every engine: a tree with every kind of
+// record dumps, loads into a fresh engine (of the same kind and of another)
+// and dumps again to the same lines; the loaded volume answers like the
+// original; bad dumps, a non-empty engine and an interruption leave the
+// engine empty. Redis and PostgreSQL instances need their servers
+// (ctest unit_meta_redis / unit_meta_postgres), the others run anywhere.
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "../kv/pg_test_util.h"
+#include "meta/dump.h"
+#include "meta/meta.h"
+#include "meta/redis_client.h"
+
+namespace tessera::meta {
+namespace {
+
+#define ASSERT_OK(expr)                                      \
+  do {                                                       \
+    ::tessera::Status _st = (expr);                          \
+    ASSERT_TRUE(_st.ok()) << #expr << ": " << _st.ToString(); \
+  } while (0)
+
+std::string Unique(const std::string& prefix) {
+  static std::atomic<int> n{0};
+  return prefix + "-" + std::to_string(getpid()) + "-" + std::to_string(n++);
+}
+
+class DumpTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    char pattern[] = "/tmp/tessera-dump-XXXXXX";
+    ASSERT_NE(mkdtemp(pattern), nullptr);
+    dir_ = pattern;
+    if (GetParam() == "postgres" && kv::testing::PgEnv("TESSERA_TEST_PG_URL").empty())
+      GTEST_SKIP() << kv::testing::kPgSkipMessage;
+    if (GetParam() == "redis") {
+      const char* url = std::getenv("TESSERA_TEST_REDIS_URL");
+      if (url == nullptr) GTEST_SKIP() << "TESSERA_TEST_REDIS_URL not set (ctest unit_meta_redis sets it)";
+      redis_base_ = url;
+      redis_base_ = redis_base_.substr(0, redis_base_.rfind('/'));
+    }
+    src_ = OpenFresh();
+    ASSERT_NE(src_, nullptr);
+    Format f;
+    f.name = "dumped";
+    f.uuid = NewUuid();
+    f.bucket = "/tmp/nowhere";
+    f.block_size = 1 << 20;
+    ASSERT_OK(src_->Init(f, false));
+  }
+  void TearDown() override {
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+
+  // A new, empty engine of this test's kind.
+  std::unique_ptr<Meta> OpenFresh() { return OpenUrl(FreshUrl(GetParam())); }
+  std::string FreshUrl(const std::string& kind) {
+    if (kind == "postgres") {
+      schemas_.push_back(std::make_unique<kv::testing::PgSchema>(kv::testing::PgEnv("TESSERA_TEST_PG_URL")));
+      return schemas_.back()->url();
+    }
+    if (kind == "redis") {
+      std::string url = redis_base_ + "/" + std::to_string(next_db_++);
+      auto opts = redis::Options::Parse(url);
+      EXPECT_TRUE(opts.ok());
+      auto c = redis::Client::Connect(*opts);
+      EXPECT_TRUE(c.ok()) << c.status().ToString();
+      if (c.ok()) {
+        EXPECT_TRUE((*c)->Command({"FLUSHDB"}).ok());
+      }
+      return url;
+    }
+    if (kind == "memory") return "memory://";
+    return "sqlite3://" + dir_ + "/" + Unique("m") + ".db";
+  }
+  std::unique_ptr<Meta> OpenUrl(const std::string& url) {
+    auto r = Open(url);
+    EXPECT_TRUE(r.ok()) << url << ": " << r.status().ToString();
+    return r.ok() ? std::move(r).value() : nullptr;
+  }
+
+  static Status DumpLines(Meta* m, std::vector<std::string>* lines, const std::string& subdir = "") {
+    lines->clear();
+    DumpOptions o;
+    o.subdir = subdir;
+    DumpStats stats;
+    return Dump(m, o, [&](std::string_view l) {
+      lines->emplace_back(l);
+      return Status::OK();
+    }, &stats);
+  }
+  static Status LoadLines(Meta* m, const std::vector<std::string>& lines, const std::atomic<bool>* cancel = nullptr) {
+    LoadOptions o;
+    o.cancel = cancel;
+    o.batch_records = 100;  // many batches even for a small tree
+    size_t next = 0;
+    DumpStats stats;
+    Format f;
+    return Load(m, o, [&](std::string* line) -> Result<bool> {
+      if (next == lines.size()) return false;
+      *line = lines[next++];
+      return true;
+    }, &stats, &f);
+  }
+
+  Ino Make(Ino parent, const std::string& name, uint32_t mode, const std::string& target = "", uint32_t rdev = 0) {
+    Ino ino = 0;
+    Attr attr;
+    Status st = src_->Mknod(Context::Root(), parent, name, mode, 0, rdev, target, &ino, &attr);
+    EXPECT_TRUE(st.ok()) << name << ": " << st.ToString();
+    return ino;
+  }
+  void WriteChunk(Ino ino, uint32_t index, uint32_t pos, uint32_t len) {
+    auto id = src_->NewSliceId();
+    ASSERT_TRUE(id.ok());
+    Attr attr;
+    ASSERT_OK(src_->Write(Context::Root(), ino, index, chunk::Slice{pos, *id, len, 0, len}, Now(), &attr));
+  }
+
+  // Every kind of record: nested directories, a directory of more than one
+  // page, regular files with chunks (one with more chunks than one line
+  // holds), a hard link, symlinks, a FIFO, a device, xattrs with binary
+  // values, names that are not UTF-8.
+  void BuildTree() {
+    Ino d1 = Make(kRootIno, "d1", S_IFDIR | 0755);
+    Ino d2 = Make(d1, "d2", S_IFDIR | 0700);
+    Ino f = Make(d1, "f", S_IFREG | 0644);
+    WriteChunk(f, 0, 0, 5000);
+    WriteChunk(f, 0, 100, 10);  // overwrite: a second slice in the list
+    WriteChunk(f, 3, 7, 1 << 20);
+    Attr attr;
+    ASSERT_OK(src_->Link(Context::Root(), f, d2, "hard", &attr));
+    Make(d2, "sym", S_IFLNK | 0777, "../f");
+    Make(d2, std::string("odd\xff\xfe name"), S_IFLNK | 0777, std::string("tar\x80get"));
+    Make(kRootIno, "fifo", S_IFIFO | 0600);
+    Make(kRootIno, "dev", S_IFCHR | 0600, "", makedev(1, 3));
+    ASSERT_OK(src_->SetXattr(Context::Root(), f, "user.text", "value", 0));
+    ASSERT_OK(src_->SetXattr(Context::Root(), f, "user.bin", std::string("\x00\x01\xff", 3), 0));
+    ASSERT_OK(src_->SetXattr(Context::Root(), d1, "user.dir", "", 0));
+    Ino many = Make(kRootIno, "many", S_IFDIR | 0755);
+    for (int i = 0; i < 2100; ++i) Make(many, "e" + std::to_string(i), S_IFREG | 0600);
+    Ino sparse = Make(kRootIno, "sparse", S_IFREG | 0644);
+    std::vector<SliceWrite> writes;
+    for (uint32_t i = 0; i < 1100; ++i) {
+      auto id = src_->NewSliceId();
+      ASSERT_TRUE(id.ok());
+      writes.push_back(SliceWrite{i * 3, chunk::Slice{0, *id, 4096, 0, 4096}});
+    }
+    ASSERT_OK(src_->WriteSlices(Context::Root(), sparse, writes, Now(), &attr, nullptr));
+  }
+
+  std::string dir_;
+  std::string redis_base_;
+  int next_db_ = 2;
+  std::vector<std::unique_ptr<kv::testing::PgSchema>> schemas_;
+  std::unique_ptr<Meta> src_;
+};
+
+TEST_P(DumpTest, RoundTripGivesTheSameDumpAndTree) {
+  ASSERT_NO_FATAL_FAILURE(BuildTree());
+  std::vector<std::string> first;
+  ASSERT_OK(DumpLines(src_.get(), &first));
+  ASSERT_GT(first.size(), 10u);
+  EXPECT_NE(first.front().find("\"tessera_dump\":1"), std::string::npos) << first.front();
+  EXPECT_EQ(first.back().rfind("{\"end\":", 0), 0u) << first.back();
+  // Continuation lines for the file of 1,100 chunks, and two entry pages.
+  size_t chunk_lines = 0, entry_lines = 0;
+  for (const auto& l : first) {
+    chunk_lines += l.rfind("{\"c\":", 0) == 0;
+    entry_lines += l.rfind("{\"d\":", 0) == 0;
+  }
+  EXPECT_EQ(chunk_lines, 1u);
+  EXPECT_GE(entry_lines, 6u);
+
+  for (const std::string& kind : {GetParam(), std::string("memory")}) {
+    SCOPED_TRACE("loaded into " + kind);
+    auto dst = OpenUrl(FreshUrl(kind));
+    ASSERT_NE(dst, nullptr);
+    ASSERT_OK(LoadLines(dst.get(), first));
+    std::vector<std::string> again;
+    ASSERT_OK(DumpLines(dst.get(), &again));
+    ASSERT_EQ(again.size(), first.size());
+    for (size_t i = 0; i < first.size(); ++i) ASSERT_EQ(again[i], first[i]) << "line " << i + 1;
+
+    // The loaded volume answers like the original.
+    auto format = dst->Load();
+    ASSERT_TRUE(format.ok()) << format.status().ToString();
+    EXPECT_EQ(format->name, "dumped");
+    std::vector<std::string> problems;
+    ASSERT_OK(dst->Check(&problems));
+    EXPECT_TRUE(problems.empty()) << problems.front();
+    Ino d1 = 0, d2 = 0, f = 0, hard = 0, odd = 0;
+    Attr a, b;
+    ASSERT_OK(dst->Lookup(Context::Root(), kRootIno, "d1", &d1, &a));
+    ASSERT_OK(dst->Lookup(Context::Root(), d1, "d2", &d2, &a));
+    EXPECT_EQ(a.mode, uint32_t(S_IFDIR | 0700));
+    ASSERT_OK(dst->Lookup(Context::Root(), d1, "f", &f, &a));
+    ASSERT_OK(dst->Lookup(Context::Root(), d2, "hard", &hard, &b));
+    EXPECT_EQ(f, hard);
+    EXPECT_EQ(a.nlink, 2u);
+    EXPECT_EQ(a.length, 3 * chunk::kChunkSize + 7 + (1 << 20));
+    std::string v;
+    ASSERT_OK(dst->GetXattr(Context::Root(), f, "user.bin", &v));
+    EXPECT_EQ(v, std::string("\x00\x01\xff", 3));
+    std::vector<chunk::Slice> slices;
+    ASSERT_OK(dst->Read(f, 0, &slices));
+    EXPECT_EQ(slices.size(), 2u);
+    ASSERT_OK(dst->Lookup(Context::Root(), d2, std::string("odd\xff\xfe name"), &odd, &a));
+    ASSERT_OK(dst->ReadLink(Context::Root(), odd, &v));
+    EXPECT_EQ(v, std::string("tar\x80get"));
+    ASSERT_OK(dst->Lookup(Context::Root(), kRootIno, "dev", &odd, &a));
+    EXPECT_EQ(a.rdev, uint32_t(makedev(1, 3)));
+    // Counters: the inode count is the tree's, and new inodes and slices
+    // never reuse a number.
+    StatFs st;
+    ASSERT_OK(dst->StatFS(Context::Root(), &st));
+    EXPECT_EQ(st.used_inodes, 2100u + 10u);
+    Ino fresh = 0;
+    ASSERT_OK(dst->Mknod(Context::Root(), kRootIno, "new", S_IFREG | 0644, 0, 0, "", &fresh, &a));
+    EXPECT_GT(fresh, f);
+  }
+}
+
+TEST_P(DumpTest, SubdirBecomesTheRoot) {
+  ASSERT_NO_FATAL_FAILURE(BuildTree());
+  std::vector<std::string> lines;
+  ASSERT_OK(DumpLines(src_.get(), &lines, "/d1/"));
+  auto dst = OpenFresh();
+  ASSERT_OK(LoadLines(dst.get(), lines));
+  Ino d2 = 0, f = 0;
+  Attr a;
+  ASSERT_OK(dst->Lookup(Context::Root(), kRootIno, "d2", &d2, &a));
+  EXPECT_EQ(a.parent, kRootIno);
+  ASSERT_OK(dst->Lookup(Context::Root(), kRootIno, "f", &f, &a));
+  EXPECT_EQ(dst->Lookup(Context::Root(), kRootIno, "many", &f, &a).code(), ENOENT);
+  std::vector<std::string> problems;
+  ASSERT_OK(dst->Check(&problems));
+  EXPECT_TRUE(problems.empty()) << problems.front();
+  EXPECT_EQ(DumpLines(src_.get(), &lines, "/fifo").code(), ENOTDIR);
+  EXPECT_EQ(DumpLines(src_.get(), &lines, "/nothing").code(), ENOENT);
+}
+
+TEST_P(DumpTest, BadDumpsLeaveTheEngineEmpty) {
+  ASSERT_NO_FATAL_FAILURE(BuildTree());
+  std::vector<std::string> good;
+  ASSERT_OK(DumpLines(src_.get(), &good));
+  auto dst = OpenFresh();
+  auto expect_refused = [&](std::vector<std::string> lines, const std::string& why, const std::string& message) {
+    SCOPED_TRACE(why);
+    Status st = LoadLines(dst.get(), lines);
+    EXPECT_FALSE(st.ok());
+    EXPECT_NE(st.ToString().find(message), std::string::npos) << st.ToString();
+    auto empty = dst->IsEmpty();
+    ASSERT_TRUE(empty.ok());
+    EXPECT_TRUE(*empty) << "records left behind";
+  };
+  auto truncated = good;
+  truncated.resize(good.size() / 2);
+  expect_refused(truncated, "truncated", "truncated");
+  auto no_end = good;
+  no_end.pop_back();
+  expect_refused(no_end, "no end record", "truncated");
+  auto cut_line = good;
+  cut_line[5] = cut_line[5].substr(0, cut_line[5].size() / 2);
+  expect_refused(cut_line, "a line cut in half", "line 6");
+  auto missing = good;
+  missing.erase(missing.begin() + 3);
+  expect_refused(missing, "a record missing", "damaged");
+  auto newer = good;
+  newer[0].replace(newer[0].find("\"tessera_dump\":1"), 16, "\"tessera_dump\":2");
+  expect_refused(newer, "newer version", "version 2");
+  auto after = good;
+  after.push_back("{}");
+  expect_refused(after, "text after the end", "after the end");
+  expect_refused({}, "empty", "empty");
+  expect_refused({"{\"setting\":{}}"}, "not a dump", "not a Tessera metadata dump");
+
+  // An interrupted load stops and empties the engine.
+  std::atomic<bool> cancel{true};
+  Status st = LoadLines(dst.get(), good, &cancel);
+  EXPECT_EQ(st.code(), ECANCELED) << st.ToString();
+  EXPECT_TRUE(*dst->IsEmpty());
+
+  // A non-empty engine is refused and left as it was.
+  ASSERT_OK(LoadLines(dst.get(), good));
+  st = LoadLines(dst.get(), good);
+  EXPECT_EQ(st.code(), EEXIST) << st.ToString();
+  std::vector<std::string> again;
+  ASSERT_OK(DumpLines(dst.get(), &again));
+  EXPECT_EQ(again, good);
+}
+
+INSTANTIATE_TEST_SUITE_P(Engines, DumpTest, ::testing::Values("memory", "sqlite3", "postgres", "redis"),
+                         [](const ::testing::TestParamInfo<std::string>& p) { return p.param; });
+
+}  // namespace
+}  // namespace tessera::meta
