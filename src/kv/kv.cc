@@ -9,6 +9,11 @@
 
 namespace tessera::kv {
 
+Status Txn::PutMany(const KeyValues& kvs) {
+  for (const auto& [k, v] : kvs) RETURN_IF_ERROR(Put(k, v));
+  return Status::OK();
+}
+
 Result<int64_t> Txn::Incr(std::string_view key, int64_t delta) {
   int64_t value = 0;
   Result<std::string> cur = Get(key);

@@ -12,6 +12,8 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "common/status.h"
 
@@ -33,6 +35,12 @@ class Txn {
   // it started is unspecified.
   using ScanFn = std::function<bool(std::string_view key, std::string_view value)>;
   virtual Status Scan(std::string_view begin, std::string_view end, size_t limit, const ScanFn& fn) = 0;
+
+  // Puts many keys (distinct, in any order) as one request where the
+  // backend can (postgres: one statement); by default one Put each. For bulk
+  // writes such as `tessera load`.
+  using KeyValues = std::vector<std::pair<std::string, std::string>>;
+  virtual Status PutMany(const KeyValues& kvs);
 
   // Atomically adds delta to a little-endian int64 counter stored at key
   // (missing = 0) and returns the new value.

@@ -22,6 +22,7 @@ using sql::Stmt;
 // server needs no guessing and parameters travel in binary.
 constexpr Oid kByteaOid = 17;
 constexpr Oid kInt8Oid = 20;
+constexpr Oid kByteaArrayOid = 1001;
 struct StmtParams {
   int count;
   Oid types[3];
@@ -33,6 +34,7 @@ constexpr StmtParams kParams[sql::kNumStmts] = {
     {0, {}},                                // kRollback
     {1, {kByteaOid}},                       // kGet
     {2, {kByteaOid, kByteaOid}},            // kPut
+    {2, {kByteaArrayOid, kByteaArrayOid}},  // kPutMany
     {1, {kByteaOid}},                       // kDelete
     {3, {kByteaOid, kByteaOid, kInt8Oid}},  // kScanRange
     {2, {kByteaOid, kInt8Oid}},             // kScanFrom
@@ -40,7 +42,7 @@ constexpr StmtParams kParams[sql::kNumStmts] = {
 };
 constexpr const char* kStmtNames[sql::kNumStmts] = {
     "tessera_begin_read", "tessera_begin_write", "tessera_commit",     "tessera_rollback",  "tessera_get",
-    "tessera_put",        "tessera_delete",      "tessera_scan_range", "tessera_scan_from", "tessera_delete_all",
+    "tessera_put",        "tessera_put_many",    "tessera_delete",      "tessera_scan_range", "tessera_scan_from", "tessera_delete_all",
 };
 // Every parameter and every result column is binary: bytea as raw bytes,
 // int8 as 8 big-endian bytes.
@@ -208,6 +210,23 @@ class PgConn {
     return Exec(sql::kPut, 2, values, lengths, "put").status();
   }
 
+  // Up to 1,000 rows per statement, keys and values as binary bytea arrays.
+  Status PutMany(const Txn::KeyValues& kvs) {
+    constexpr size_t kRows = 1000;
+    for (size_t from = 0; from < kvs.size(); from += kRows) {
+      const size_t to = std::min(kvs.size(), from + kRows);
+      std::string keys = ArrayHeader(to - from), values = keys;
+      for (size_t i = from; i < to; ++i) {
+        AppendElement(&keys, kvs[i].first);
+        AppendElement(&values, kvs[i].second);
+      }
+      const char* params[] = {keys.data(), values.data()};
+      const int lengths[] = {static_cast<int>(keys.size()), static_cast<int>(values.size())};
+      RETURN_IF_ERROR(Exec(sql::kPutMany, 2, params, lengths, "put many").status());
+    }
+    return Status::OK();
+  }
+
   Status Delete(std::string_view key) {
     const char* values[] = {Bytes(key)};
     const int lengths[] = {static_cast<int>(key.size())};
@@ -243,6 +262,22 @@ class PgConn {
 
  private:
   explicit PgConn(const Config& config) : config_(config) {}
+
+  // The binary form of a one-dimensional bytea[] (array_send): ndim, has
+  // nulls, element type, then the dimension's length and lower bound, then
+  // each element as a length and its bytes; all integers 4 bytes big-endian.
+  static void AppendBE32(std::string* s, uint32_t v) {
+    for (int i = 3; i >= 0; --i) s->push_back(static_cast<char>(v >> (8 * i)));
+  }
+  static std::string ArrayHeader(size_t n) {
+    std::string s;
+    for (uint32_t v : {1u, 0u, uint32_t(kByteaOid), uint32_t(n), 1u}) AppendBE32(&s, v);
+    return s;
+  }
+  static void AppendElement(std::string* s, const std::string& e) {
+    AppendBE32(s, uint32_t(e.size()));
+    s->append(e);
+  }
 
   // Runs a prepared statement; the first one of a transaction goes in one
   // pipeline after the pending BEGIN.

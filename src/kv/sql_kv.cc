@@ -20,6 +20,7 @@ constexpr const char* kSharedSql[kNumStmts] = {
     "ROLLBACK",
     "SELECT v FROM kv WHERE k = ?1",
     "INSERT INTO kv (k, v) VALUES (?1, ?2) ON CONFLICT (k) DO UPDATE SET v = excluded.v",
+    nullptr,  // kPutMany
     "DELETE FROM kv WHERE k = ?1",
     "SELECT k, v FROM kv WHERE k >= ?1 AND k < ?2 ORDER BY k LIMIT ?3",
     "SELECT k, v FROM kv WHERE k >= ?1 ORDER BY k LIMIT ?2",
@@ -37,6 +38,7 @@ const Dialect kSqliteDialect = {
     .placeholder = '?',
     .begin_read = "BEGIN",
     .begin_write = "BEGIN IMMEDIATE",
+    .put_many = nullptr,
 };
 
 // bytea compares with memcmp (then length), whatever the collation, so the
@@ -48,6 +50,8 @@ const Dialect kPostgresDialect = {
     .placeholder = '$',
     .begin_read = "BEGIN ISOLATION LEVEL SERIALIZABLE, READ ONLY",
     .begin_write = "BEGIN ISOLATION LEVEL SERIALIZABLE",
+    .put_many = "INSERT INTO kv (k, v) SELECT * FROM unnest($1::bytea[], $2::bytea[]) "
+                "ON CONFLICT (k) DO UPDATE SET v = excluded.v",
 };
 
 std::string StatementText(const Dialect& d, Stmt s) {
@@ -56,6 +60,8 @@ std::string StatementText(const Dialect& d, Stmt s) {
       return d.begin_read;
     case kBeginWrite:
       return d.begin_write;
+    case kPutMany:  // a single upsert where the dialect has no bulk form
+      return d.put_many != nullptr ? d.put_many : StatementText(d, kPut);
     default:
       break;
   }

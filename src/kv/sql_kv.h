@@ -24,6 +24,7 @@
 //   bool Reusable() const;            // idle and healthy: may go back to the pool
 //   Failure failure() const; void ClearFailure();
 //   Result<std::string> Get(key); Status Put(key, value); Status Delete(key);
+//   Status PutMany(const Txn::KeyValues&);
 //   Status ScanBatch(from, end, limit, Rows*); Status DeleteAll();
 // where every failing call records its Failure (so that a retry happens even
 // when fn swallows the error).
@@ -52,6 +53,7 @@ enum Stmt {
   kRollback,
   kGet,
   kPut,
+  kPutMany,
   kDelete,
   kScanRange,
   kScanFrom,
@@ -70,6 +72,9 @@ struct Dialect {
   char placeholder;
   const char* begin_read;
   const char* begin_write;
+  // Many upserts in one statement ($1 keys, $2 values as arrays), or null:
+  // the driver puts them one at a time.
+  const char* put_many;
 };
 
 extern const Dialect kSqliteDialect;
@@ -190,6 +195,11 @@ class SqlTxn final : public Txn {
   Status Put(std::string_view key, std::string_view value) override {
     if (read_only_) return Status::Err(EINVAL, "kv: Put in a read-only transaction");
     return conn_->Put(key, value);
+  }
+
+  Status PutMany(const KeyValues& kvs) override {
+    if (read_only_) return Status::Err(EINVAL, "kv: Put in a read-only transaction");
+    return conn_->PutMany(kvs);
   }
 
   Status Delete(std::string_view key) override {

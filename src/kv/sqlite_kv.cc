@@ -148,6 +148,11 @@ class SqliteConn {
     return rc == SQLITE_DONE ? Status::OK() : Error(rc, "put");
   }
 
+  Status PutMany(const Txn::KeyValues& kvs) {
+    for (const auto& [k, v] : kvs) RETURN_IF_ERROR(Put(k, v));
+    return Status::OK();
+  }
+
   Status Delete(std::string_view key) {
     sqlite3_stmt* stmt = stmts_[sql::kDelete];
     ResetOnExit reset(stmt);

@@ -132,10 +132,24 @@ class Dumper {
     return Status::OK();
   }
 
-  Status Inode(TreeReader& r, Ino ino) {
+  // Reads one inode and writes it.
+  Status Inode(TreeReader& r, Ino ino, uint32_t type) {
     InodeRecord rec;
-    Status st = r.Inode(ino, &rec);
-    if (!st.ok()) return st.With(fmt::format("reading inode {}", ino));
+    Status st = r.Inode(ino, type, &rec);
+    if (!st.ok()) return Missing(st, ino);
+    return Emit(rec);
+  }
+
+  Status Missing(const Status& st, Ino ino) const {
+    if (st.code() == ENOENT)
+      return Status::Err(EAGAIN, fmt::format("inode {} vanished while the dump ran: the volume changed and this engine "
+                                             "has no snapshot; dump again, on a quiet volume",
+                                             ino));
+    return st.With(fmt::format("reading inode {}", ino));
+  }
+
+  Status Emit(const InodeRecord& rec) {
+    const Ino ino = rec.ino;
     const Attr& a = rec.attr;
     Json j;
     j["i"] = ino;
@@ -173,15 +187,18 @@ class Dumper {
   // on every engine. Memory: one page per level of depth, plus the set of
   // hard-linked inodes already written.
   Status Tree(TreeReader& r, Ino top) {
-    RETURN_IF_ERROR(Inode(r, top));
+    RETURN_IF_ERROR(Inode(r, top, S_IFDIR));
     struct Frame {
       Ino dir;
       std::vector<Entry> page;
+      std::vector<InodeRecord> records;  // of the page's non-directories, read in one go
       size_t next = 0;
+      size_t next_record = 0;
       bool more = true;
     };
     std::vector<Frame> stack;
-    stack.push_back(Frame{top, {}, 0, true});
+    stack.push_back(Frame{top, {}, {}, 0, 0, true});
+    std::vector<std::pair<Ino, uint32_t>> which;
     while (!stack.empty()) {
       Frame& f = stack.back();
       if (f.next == f.page.size()) {
@@ -192,25 +209,37 @@ class Dumper {
         std::string after = f.page.empty() ? "" : f.page.back().name;
         Status st = r.Entries(f.dir, after, kPage, &f.page, &f.more);
         if (!st.ok()) return st.With(fmt::format("listing directory {}", f.dir));
-        f.next = 0;
+        f.next = f.next_record = 0;
         if (f.page.empty()) {
           f.more = false;
           continue;
         }
         Json e = Json::array();
-        for (const auto& x : f.page) e.push_back(Json::array({Str(x.name), x.ino, (x.attr.mode & S_IFMT) >> 12}));
+        which.clear();
+        for (const auto& x : f.page) {
+          const uint32_t type = x.attr.mode & S_IFMT;
+          e.push_back(Json::array({Str(x.name), x.ino, type >> 12}));
+          if (type != S_IFDIR) which.emplace_back(x.ino, type);
+        }
         stats_->entries += f.page.size();
         RETURN_IF_ERROR(Line(Json{{"d", f.dir}, {"e", std::move(e)}}));
+        if (!which.empty()) {
+          Status st2 = r.Inodes(which, &f.records);
+          if (!st2.ok()) return Missing(st2, which.front().first);
+        } else {
+          f.records.clear();
+        }
         continue;
       }
       const Entry& e = f.page[f.next++];
       if ((e.attr.mode & S_IFMT) == S_IFDIR) {
-        RETURN_IF_ERROR(Inode(r, e.ino));
-        stack.push_back(Frame{e.ino, {}, 0, true});  // f is invalid from here
+        RETURN_IF_ERROR(Inode(r, e.ino, S_IFDIR));
+        stack.push_back(Frame{e.ino, {}, {}, 0, 0, true});  // f is invalid from here
         continue;
       }
+      const InodeRecord& rec = f.records[f.next_record++];
       if (linked_.count(e.ino) != 0) continue;  // a hard link to an inode already written
-      RETURN_IF_ERROR(Inode(r, e.ino));
+      RETURN_IF_ERROR(Emit(rec));
     }
     return Status::OK();
   }

@@ -3,6 +3,9 @@
 // transaction of the engine, so a dump is one snapshot.
 #include <sys/stat.h>
 
+#include <iterator>
+#include <map>
+
 #include "meta/encoding.h"
 #include "meta/kv_meta.h"
 #include "meta/kv_meta_tx.h"
@@ -17,26 +20,44 @@ class KvTreeReader final : public TreeReader {
  public:
   explicit KvTreeReader(kv::Txn& tx) : tx_(tx) {}
 
-  Status Inode(Ino ino, InodeRecord* out) override {
+  Status Inode(Ino ino, uint32_t type, InodeRecord* out) override {
     *out = InodeRecord{};
     out->ino = ino;
-    RETURN_IF_ERROR(GetAttrTx(tx_, ino, &out->attr));
-    if (out->attr.IsSymlink()) {
-      auto t = tx_.Get(SymlinkKey(ino));
-      if (!t.ok()) return t.status().With("reading the target of symlink " + std::to_string(ino));
-      out->target = std::move(*t);
+    if (type == S_IFDIR || type == 0) {
+      // A directory's keys hold its entries: read the attributes and xattrs only.
+      RETURN_IF_ERROR(GetAttrTx(tx_, ino, &out->attr));
+      if (out->attr.IsDir()) return ScanXattrs(ino, out);
     }
-    std::string xp = XattrPrefix(ino);
-    RETURN_IF_ERROR(tx_.Scan(xp, kv::PrefixEnd(xp), 0, [&](std::string_view k, std::string_view v) {
-      out->xattrs.emplace_back(std::string(k.substr(xp.size())), std::string(v));
+    // Anything else: one scan of all its keys (chunks, attributes, locks,
+    // symlink target, xattrs, in that key order).
+    std::string prefix = AttrKey(ino);
+    prefix.pop_back();  // "A" ino8
+    bool found = false;
+    RETURN_IF_ERROR(tx_.Scan(prefix, kv::PrefixEnd(prefix), 0, [&](std::string_view k, std::string_view v) {
+      std::string_view rest = k.substr(prefix.size());
+      if (rest.empty()) return true;
+      switch (rest[0]) {
+        case 'I':
+          found = rest.size() == 1 && DecodeAttr(v, &out->attr).ok();
+          break;
+        case 'C':
+          if (rest.size() == 5) out->chunks.emplace_back(kv::ReadU32BE(rest.substr(1)), chunk::DecodeSlices(v));
+          break;
+        case 'S':
+          out->target = std::string(v);
+          break;
+        case 'X':
+          out->xattrs.emplace_back(std::string(rest.substr(1)), std::string(v));
+          break;
+        default:
+          break;
+      }
       return true;
     }));
-    if (!out->attr.IsFile()) return Status::OK();
-    std::string cp = ChunkPrefix(ino);
-    return tx_.Scan(cp, kv::PrefixEnd(cp), 0, [&](std::string_view k, std::string_view v) {
-      if (k.size() == cp.size() + 4) out->chunks.emplace_back(kv::ReadU32BE(k.substr(cp.size())), chunk::DecodeSlices(v));
-      return true;
-    });
+    if (!found) return Status::Err(ENOENT, "no inode " + std::to_string(ino));
+    if (!out->attr.IsFile()) out->chunks.clear();
+    if (!out->attr.IsSymlink()) out->target.clear();
+    return Status::OK();
   }
 
   Status Entries(Ino dir, const std::string& after, size_t limit, std::vector<Entry>* out, bool* more) override {
@@ -69,35 +90,53 @@ class KvTreeReader final : public TreeReader {
   }
 
  private:
+  Status ScanXattrs(Ino ino, InodeRecord* out) {
+    std::string xp = XattrPrefix(ino);
+    return tx_.Scan(xp, kv::PrefixEnd(xp), 0, [&](std::string_view k, std::string_view v) {
+      out->xattrs.emplace_back(std::string(k.substr(xp.size())), std::string(v));
+      return true;
+    });
+  }
+
   kv::Txn& tx_;
 };
 
+// Gathers a batch's records, then writes them in key order with PutMany
+// (one statement per thousand rows on postgres).
 class KvTreeWriter final : public TreeWriter {
  public:
-  explicit KvTreeWriter(kv::Txn& tx) : tx_(tx) {}
-
   Status PutInode(const InodeRecord& rec) override {
-    RETURN_IF_ERROR(PutAttrTx(tx_, rec.ino, rec.attr));
-    if (rec.attr.IsSymlink()) RETURN_IF_ERROR(tx_.Put(SymlinkKey(rec.ino), rec.target));
-    for (const auto& [name, value] : rec.xattrs) RETURN_IF_ERROR(tx_.Put(XattrKey(rec.ino, name), value));
+    records_[AttrKey(rec.ino)] = EncodeAttr(rec.attr);
+    if (rec.attr.IsSymlink()) records_[SymlinkKey(rec.ino)] = rec.target;
+    for (const auto& [name, value] : rec.xattrs) records_[XattrKey(rec.ino, name)] = value;
     for (const auto& [index, slices] : rec.chunks) {
       std::string list;
       list.reserve(slices.size() * 24);
       for (const auto& s : slices) chunk::AppendSlice(&list, s);
-      RETURN_IF_ERROR(tx_.Put(ChunkKey(rec.ino, index), list));
+      records_[ChunkKey(rec.ino, index)] = std::move(list);
     }
     return Status::OK();
   }
   Status PutEntry(Ino parent, const std::string& name, Ino ino, uint32_t mode) override {
-    return tx_.Put(EntryKey(parent, name), EncodeEntry(ino, mode & S_IFMT));
+    records_[EntryKey(parent, name)] = EncodeEntry(ino, mode & S_IFMT);
+    return Status::OK();
   }
   Status PutCounter(const std::string& name, int64_t value) override {
-    return tx_.Put(CounterKey(name), EncodeI64(value));
+    records_[CounterKey(name)] = EncodeI64(value);
+    return Status::OK();
   }
-  Status PutSetting(const Format& format) override { return tx_.Put(kSettingKey, format.ToJson()); }
+  Status PutSetting(const Format& format) override {
+    records_[kSettingKey] = format.ToJson();
+    return Status::OK();
+  }
+  Status Flush(kv::Txn& tx) {
+    kv::Txn::KeyValues kvs(std::make_move_iterator(records_.begin()), std::make_move_iterator(records_.end()));
+    records_.clear();
+    return tx.PutMany(kvs);
+  }
 
  private:
-  kv::Txn& tx_;
+  std::map<std::string, std::string> records_;
 };
 
 }  // namespace
@@ -113,8 +152,9 @@ Status KvMeta::ReadTree(const std::function<Status(TreeReader&)>& fn) {
 
 Status KvMeta::WriteTree(const std::function<Status(TreeWriter&)>& fn) {
   return engine_->Run([&](kv::Txn& tx) {
-    KvTreeWriter writer(tx);
-    return fn(writer);
+    KvTreeWriter writer;
+    RETURN_IF_ERROR(fn(writer));
+    return writer.Flush(tx);
   });
 }
 

@@ -27,6 +27,12 @@ bool Attr::IsDir() const { return S_ISDIR(mode); }
 bool Attr::IsFile() const { return S_ISREG(mode); }
 bool Attr::IsSymlink() const { return S_ISLNK(mode); }
 
+Status TreeReader::Inodes(const std::vector<std::pair<Ino, uint32_t>>& which, std::vector<InodeRecord>* out) {
+  out->resize(which.size());
+  for (size_t i = 0; i < which.size(); ++i) RETURN_IF_ERROR(Inode(which[i].first, which[i].second, &(*out)[i]));
+  return Status::OK();
+}
+
 Status Meta::Readdir(const Context& ctx, Ino ino, bool plus, std::vector<Entry>* entries) {
   constexpr size_t kPage = 4096;
   entries->clear();

@@ -138,8 +138,12 @@ struct InodeRecord {
 class TreeReader {
  public:
   virtual ~TreeReader() = default;
-  // ENOENT when the inode does not exist.
-  virtual Status Inode(Ino ino, InodeRecord* out) = 0;
+  // ENOENT when the inode does not exist. type: its S_IFMT bits when known
+  // (from its directory entry), else 0; lets engines read less.
+  virtual Status Inode(Ino ino, uint32_t type, InodeRecord* out) = 0;
+  // Several inodes at once (one request where the engine can); out[i] is
+  // the record of which[i] (ino, type as above).
+  virtual Status Inodes(const std::vector<std::pair<Ino, uint32_t>>& which, std::vector<InodeRecord>* out);
   // A page of a directory's entries in name order (bytewise), after `after`;
   // attr.mode holds only the type bits.
   virtual Status Entries(Ino dir, const std::string& after, size_t limit, std::vector<Entry>* out, bool* more) = 0;

@@ -905,24 +905,33 @@ end
 
 -- ---------------------------------------------------------------- dump / load
 
--- Everything stored for one inode, read atomically (tessera dump):
--- { 0, attr, symlink target, {xattr name, value, ...}, {chunk index, ...},
---   {slice list, ...} } (indexes ascending, lists in the same order).
-local function dump_inode(args)
-  local ino = tonumber(args[1])
-  local a = redis.call('GET', key('i', ino))
-  if not a then fail(ENOENT) end
-  local target = redis.call('GET', key('s', ino)) or ''
-  local xattrs = redis.call('HGETALL', key('x', ino))
-  local idx = redis.call('ZRANGEBYSCORE', key('k', ino), '-inf', '+inf')
-  local lists = {}
-  if #idx > 0 then
-    local ks = {}
-    for i, s in ipairs(idx) do ks[i] = chunk_key(ino, tonumber(s)) end
-    lists = redis.call('MGET', unpack(ks))
-    for i, v in ipairs(lists) do if not v then lists[i] = '' end end
+-- Everything stored for some inodes, read atomically (tessera dump):
+-- { 0, rec, rec, ... }, one rec per inode asked for: { attr, symlink target,
+-- {xattr name, value, ...}, {chunk index, ...}, {slice list, ...} } (indexes
+-- ascending, lists in the same order), or { false } for an inode that does
+-- not exist.
+local function dump_inodes(args)
+  local out = { 0 }
+  for _, arg in ipairs(args) do
+    local ino = tonumber(arg)
+    local a = redis.call('GET', key('i', ino))
+    if not a then
+      out[#out + 1] = { false }
+    else
+      local target = redis.call('GET', key('s', ino)) or ''
+      local xattrs = redis.call('HGETALL', key('x', ino))
+      local idx = redis.call('ZRANGEBYSCORE', key('k', ino), '-inf', '+inf')
+      local lists = {}
+      if #idx > 0 then
+        local ks = {}
+        for i, s in ipairs(idx) do ks[i] = chunk_key(ino, tonumber(s)) end
+        lists = redis.call('MGET', unpack(ks))
+        for i, v in ipairs(lists) do if not v then lists[i] = '' end end
+      end
+      out[#out + 1] = { a, target, xattrs, idx, lists }
+    end
   end
-  return { 0, a, target, xattrs, idx, lists }
+  return out
 end
 
 -- Writes a batch of records as they are (tessera load, into an empty
@@ -1013,5 +1022,5 @@ register('release', release)
 register('clean_session', clean_session)
 register('heartbeat', heartbeat)
 register('reclaim', reclaim)
-register('dump_inode', dump_inode, true)
+register('dump_inodes', dump_inodes, true)
 register('load', load)

@@ -123,7 +123,7 @@ Result<redis::Reply> RedisMeta::Cmd(Op op, const std::vector<std::string_view>& 
 Result<redis::Reply> RedisMeta::Fcall(Op op, const char* fn, const std::vector<std::string_view>& args) {
   // Functions registered with no-writes (redis_functions.lua); every other
   // one changes state and is sent with an operation id (redis_client.h).
-  static const std::set<std::string_view> kReadOnly = {"lookup", "readdir", "getxattr", "listxattr", "getlk", "dump_inode"};
+  static const std::set<std::string_view> kReadOnly = {"lookup", "readdir", "getxattr", "listxattr", "getlk", "dump_inodes"};
   const std::string name = std::string("tessera_") + fn;
   requests_[op].fetch_add(1, std::memory_order_relaxed);
   ASSIGN_OR_RETURN(redis::Reply r,
@@ -580,18 +580,34 @@ class RedisTreeReader final : public TreeReader {
   using CmdFn = std::function<Result<redis::Reply>(const std::vector<std::string_view>& argv)>;
   RedisTreeReader(Meta* meta, CallFn call, CmdFn cmd) : meta_(meta), call_(std::move(call)), cmd_(std::move(cmd)) {}
 
-  Status Inode(Ino ino, InodeRecord* out) override {
-    *out = InodeRecord{};
-    out->ino = ino;
-    ASSIGN_OR_RETURN(auto r, call_("dump_inode", Args().Num(ino).views()));
-    RETURN_IF_ERROR(DecodeAttr(r.at(1).str(), &out->attr));
-    if (out->attr.IsSymlink()) out->target = std::string(r.at(2).str());
-    redis::Reply x = r.at(3);
-    for (size_t i = 0; i + 1 < x.size(); i += 2) out->xattrs.emplace_back(x.at(i).str(), x.at(i + 1).str());
-    std::sort(out->xattrs.begin(), out->xattrs.end());
-    redis::Reply idx = r.at(4), lists = r.at(5);
-    for (size_t i = 0; i < idx.size() && i < lists.size(); ++i)
-      out->chunks.emplace_back(uint32_t(idx.at(i).integer()), chunk::DecodeSlices(lists.at(i).str()));
+  Status Inode(Ino ino, uint32_t type, InodeRecord* out) override {
+    std::vector<InodeRecord> recs;
+    RETURN_IF_ERROR(Inodes({{ino, type}}, &recs));
+    *out = std::move(recs[0]);
+    return Status::OK();
+  }
+  // One FCALL for all of them (tessera_dump_inodes).
+  Status Inodes(const std::vector<std::pair<Ino, uint32_t>>& which, std::vector<InodeRecord>* out) override {
+    out->clear();
+    Args args;
+    for (const auto& w : which) args.Num(w.first);
+    ASSIGN_OR_RETURN(auto r, call_("dump_inodes", args.views()));
+    if (r.size() != which.size() + 1) return Status::Err(EIO, "redis: malformed reply from tessera_dump_inodes");
+    out->resize(which.size());
+    for (size_t k = 0; k < which.size(); ++k) {
+      redis::Reply rec = r.at(k + 1);
+      InodeRecord& o = (*out)[k];
+      o.ino = which[k].first;
+      if (rec.size() < 5 || rec.at(0).nil()) return Status::Err(ENOENT, "no inode " + std::to_string(o.ino));
+      RETURN_IF_ERROR(DecodeAttr(rec.at(0).str(), &o.attr));
+      if (o.attr.IsSymlink()) o.target = std::string(rec.at(1).str());
+      redis::Reply x = rec.at(2);
+      for (size_t i = 0; i + 1 < x.size(); i += 2) o.xattrs.emplace_back(x.at(i).str(), x.at(i + 1).str());
+      std::sort(o.xattrs.begin(), o.xattrs.end());
+      redis::Reply idx = rec.at(3), lists = rec.at(4);
+      for (size_t i = 0; i < idx.size() && i < lists.size(); ++i)
+        o.chunks.emplace_back(uint32_t(idx.at(i).integer()), chunk::DecodeSlices(lists.at(i).str()));
+    }
     return Status::OK();
   }
   Status Entries(Ino dir, const std::string& after, size_t limit, std::vector<Entry>* out, bool* more) override {
