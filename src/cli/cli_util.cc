@@ -122,6 +122,16 @@ void ParallelFor(size_t n, int threads, const std::function<void(size_t)>& fn) {
   for (auto& w : workers) w.join();
 }
 
+Result<int64_t> ParseDuration(const std::string& s) {
+  size_t digits = 0;
+  while (digits < s.size() && s[digits] >= '0' && s[digits] <= '9') ++digits;
+  const std::string unit = s.substr(digits);
+  int64_t scale = unit.empty() || unit == "s" ? 1 : unit == "m" ? 60 : unit == "h" ? 3600 : unit == "d" ? 86400 : 0;
+  if (digits == 0 || digits > 9 || scale == 0)
+    return Status::Err(EINVAL, "'" + s + "' is not a duration (examples: 90, 90s, 30m, 1h, 2d; 0 = off)");
+  return std::stoll(s.substr(0, digits)) * scale;
+}
+
 std::string HumanSize(uint64_t n) {
   if (n >= (1ull << 30)) return fmt::format("{:.1f} GiB", double(n) / double(1ull << 30));
   if (n >= (1ull << 20)) return fmt::format("{:.1f} MiB", double(n) / double(1ull << 20));

@@ -50,6 +50,10 @@ Result<meta::Ino> ResolvePath(meta::Meta* m, const std::string& path);
 // taking the next index; returns when all are done.
 void ParallelFor(size_t n, int threads, const std::function<void(size_t)>& fn);
 
+// "90", "90s", "30m", "1h", "2d" -> seconds (0 allowed); EINVAL with a
+// message otherwise.
+Result<int64_t> ParseDuration(const std::string& s);
+
 // "12.3 MiB", "512 bytes".
 std::string HumanSize(uint64_t n);
 

@@ -58,25 +58,28 @@ int Destroy(const DestroyOptions& o) {
   std::atomic<uint64_t> deleted{0}, failed{0};
   std::mutex err_mu;
   std::string first_error;
-  std::string after;
-  for (;;) {
-    std::vector<object::ObjectInfo> page;
-    bool more = false;
-    Status st = vol->store->List("chunks/", after, 1000, &page, &more);
-    if (!st.ok()) return Fail(st.With("listing the bucket; nothing of the metadata was removed, run it again").ToString());
-    ParallelFor(page.size(), o.threads, [&](size_t i) {
-      Status ds = vol->store->Delete(page[i].key);
-      if (ds.ok() || ds.code() == ENOENT) {
-        deleted.fetch_add(1);
-        return;
-      }
-      failed.fetch_add(1);
-      std::lock_guard<std::mutex> g(err_mu);
-      if (first_error.empty()) first_error = ds.ToString();
-    });
-    progress.Show(fmt::format("deleted {} object(s)", deleted.load()));
-    if (!more || page.empty()) break;
-    after = page.back().key;
+  // Blocks, then the metadata backups (mount --backup-meta).
+  for (const char* prefix : {"chunks/", "meta/"}) {
+    std::string after;
+    for (;;) {
+      std::vector<object::ObjectInfo> page;
+      bool more = false;
+      Status st = vol->store->List(prefix, after, 1000, &page, &more);
+      if (!st.ok()) return Fail(st.With("listing the bucket; nothing of the metadata was removed, run it again").ToString());
+      ParallelFor(page.size(), o.threads, [&](size_t i) {
+        Status ds = vol->store->Delete(page[i].key);
+        if (ds.ok() || ds.code() == ENOENT) {
+          deleted.fetch_add(1);
+          return;
+        }
+        failed.fetch_add(1);
+        std::lock_guard<std::mutex> g(err_mu);
+        if (first_error.empty()) first_error = ds.ToString();
+      });
+      progress.Show(fmt::format("deleted {} object(s)", deleted.load()));
+      if (!more || page.empty()) break;
+      after = page.back().key;
+    }
   }
   progress.Show(fmt::format("deleted {} object(s)", deleted.load()), true);
   progress.Done();

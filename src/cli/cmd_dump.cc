@@ -4,6 +4,8 @@
 // progress, and stop cleanly on Ctrl-C: an interrupted dump leaves no file,
 // an interrupted load leaves the engine empty again.
 #include <signal.h>
+#include <stdlib.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -15,6 +17,8 @@
 #include "cli/commands.h"
 #include "common/url.h"
 #include "meta/dump.h"
+#include "object/object_store.h"
+#include "vfs/meta_backup.h"
 
 namespace tessera::cli {
 
@@ -74,8 +78,60 @@ int DumpMeta(const DumpArgs& o) {
   return 0;
 }
 
+namespace {
+
+// Copies backup `key` ("-": the newest) of a bucket into a temporary file.
+Result<std::string> FetchBackup(const LoadArgs& o, std::string* key) {
+  auto store = object::Open(MakeStoreOptions(o.storage, o.from_bucket, &o.store));
+  if (!store.ok()) return store.status().With("cannot open the bucket " + RedactUrl(o.from_bucket));
+  *key = o.file;
+  if (*key == "-") {
+    std::vector<object::ObjectInfo> all;
+    RETURN_IF_ERROR(vfs::ListBackups(store->get(), &all).With("listing the backups"));
+    if (all.empty())
+      return Status::Err(ENOENT, "no metadata backup (" + std::string(vfs::kBackupPrefix) + "*) in " +
+                                     (*store)->Describe());
+    *key = all.back().key;
+  }
+  auto body = (*store)->Get(*key);
+  if (!body.ok()) return body.status().With("reading " + *key + " from " + (*store)->Describe());
+  const char* tmpdir = std::getenv("TMPDIR");
+  std::string path = std::string(tmpdir != nullptr ? tmpdir : "/tmp") + "/tessera-load-XXXXXX";
+  int fd = mkstemp(path.data());
+  if (fd < 0) return Status::Err(errno, "creating a temporary file in " + path);
+  size_t done = 0;
+  while (done < body->size()) {
+    ssize_t n = ::write(fd, body->data() + done, body->size() - done);
+    if (n < 0) {
+      int e = errno;
+      ::close(fd);
+      ::unlink(path.c_str());
+      return Status::Err(e, "writing " + path);
+    }
+    done += size_t(n);
+  }
+  ::close(fd);
+  return path;
+}
+
+}  // namespace
+
 int LoadMeta(const LoadArgs& o) {
-  auto in = meta::DumpFile::Open(o.file);
+  std::string source = o.file, fetched;
+  if (!o.from_bucket.empty()) {
+    std::string key;
+    auto path = FetchBackup(o, &key);
+    if (!path.ok()) return Fail(path.status().ToString());
+    fetched = source = *path;
+    std::fprintf(stderr, "loading the backup %s\n", key.c_str());
+  }
+  struct Unlink {
+    std::string path;
+    ~Unlink() {
+      if (!path.empty()) ::unlink(path.c_str());
+    }
+  } cleanup{fetched};
+  auto in = meta::DumpFile::Open(source);
   if (!in.ok()) return Fail(in.status().ToString());
   auto m = OpenMeta(o.meta_url, false);
   if (!m.ok()) return Fail(m.status().message().empty() ? m.status().ToString() : m.status().message());

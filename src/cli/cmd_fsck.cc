@@ -153,7 +153,26 @@ int Fsck(const FsckOptions& o) {
   auto vol = OpenVolume(o.meta_url);
   if (!vol.ok()) return Fail(vol.status().message().empty() ? vol.status().ToString() : vol.status().message());
   std::vector<std::string> problems;
-  Status st = vol->meta->Check(&problems);
+  Status st;
+  if (o.repair) {
+    // Repairs read the whole tree, then write: no client may change it meanwhile.
+    (void)vol->meta->CleanStaleSessions(meta::kSessionTimeoutSec);
+    auto sessions = vol->meta->ListSessions();
+    if (!sessions.ok()) return Fail(sessions.status().With("listing the sessions").ToString());
+    if (!sessions->empty()) {
+      for (const auto& s : *sessions)
+        std::fprintf(stderr, "tessera: mounted: session %llu on %s (pid %u) at %s\n", (unsigned long long)s.sid,
+                     s.host.c_str(), s.pid, s.mount_point.c_str());
+      return Fail(fmt::format("--repair needs the volume unmounted everywhere ({} client(s) have it); nothing changed",
+                              sessions->size()));
+    }
+    std::vector<std::string> changes;
+    st = vol->meta->Repair(&changes);
+    for (const auto& c : changes) std::printf("repaired: %s\n", c.c_str());
+    if (!st.ok()) return Fail(st.With(fmt::format("repairing (after {} change(s))", changes.size())).ToString());
+    std::fprintf(stderr, "tessera: %zu change(s) made\n", changes.size());
+  }
+  st = vol->meta->Check(&problems);
   if (!st.ok()) return Fail(st.ToString());
   for (const auto& p : problems) std::printf("%s\n", p.c_str());
   if (!problems.empty()) return Fail(fmt::format("{} problem(s) found", problems.size()));

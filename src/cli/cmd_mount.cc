@@ -256,6 +256,9 @@ int Serve(const MountOptions& o, const std::string& mount_point, const std::func
   cfg.enable_cap = o.enable_cap;
   cfg.mount_point = mount_point;
   cfg.session_timeout_s = o.session_timeout;
+  auto backup_interval = ParseDuration(o.backup_meta);  // checked by the parser
+  cfg.backup_interval_s = backup_interval.ok() ? *backup_interval : 3600;
+  cfg.backup_keep = o.backup_keep;
   cfg.heartbeat_interval_s = std::clamp(o.session_timeout / 5, 1, 10);
   vfs::Vfs vfs(vol->meta.get(), &chunks, cfg);
   Status st = vfs.Start();

@@ -69,8 +69,11 @@ struct MountOptions {
   bool enable_cap = false;  // store security.capability (the kernel asks for it before every write)
   bool nonempty = false;    // mount over a directory that has entries (hidden while mounted)
   int session_timeout = 300;  // seconds without a heartbeat before other clients clean a session
+  std::string backup_meta = "1h";  // metadata backup interval (ParseDuration); "0" = off
+  size_t backup_keep = 10;
 };
 int Mount(const MountOptions& o);
+
 
 // flush: the client uploads every block staged by --writeback before it
 // exits, and Umount waits for that (without it they stay staged on disk).
@@ -83,6 +86,7 @@ int Info(const std::vector<std::string>& paths);
 struct FsckOptions {
   std::string meta_url;
   bool check_objects = false;
+  bool repair = false;  // fix what can be fixed safely (needs no client mounted)
   std::string path;  // inside the volume; "" = the whole tree
   int threads = 10;
 };
@@ -133,6 +137,11 @@ int DumpMeta(const DumpArgs& o);
 struct LoadArgs {
   std::string meta_url;
   std::string file = "-";
+  // Read an automatic backup (mount --backup-meta) from this bucket: FILE is
+  // its object key ("-": the newest backup).
+  std::string from_bucket;
+  std::string storage = "file";
+  StoreFlags store;
 };
 int LoadMeta(const LoadArgs& o);
 int Compact(const std::vector<std::string>& paths);

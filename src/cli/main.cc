@@ -3,6 +3,7 @@
 
 #include <cstdio>
 
+#include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "common/url.h"
 
@@ -114,6 +115,13 @@ int main(int argc, char** argv) {
                     "(its locks go; when it comes back its open files fail and its unwritten data is dropped; use "
                     "the same value on every client)")
       ->capture_default_str()->check(CLI::Range(10, 86400));
+  mount->add_option("--backup-meta", mo.backup_meta,
+                    "how often one client of the volume writes a gzipped metadata dump into the bucket "
+                    "(meta/dump-*.json.gz; tessera load reads it): 30m, 1h, 1d, seconds; 0 = never")
+      ->capture_default_str()
+      ->check([](const std::string& s) { return ParseDuration(s).ok() ? std::string() : ParseDuration(s).status().message(); });
+  mount->add_option("--backup-keep", mo.backup_keep, "metadata backups kept in the bucket (the newest)")
+      ->capture_default_str()->check(CLI::Range(1, 10000));
   mount->add_flag("--nonempty", mo.nonempty, "mount over a directory that is not empty (its entries are hidden)");
 
   std::string umount_point;
@@ -143,6 +151,9 @@ int main(int argc, char** argv) {
   fsck->add_option("META-URL", fko.meta_url, "metadata engine address")->required();
   fsck->add_flag("--check-objects", fko.check_objects,
                  "also check that every block the files reference is in the bucket with its size (HEAD requests)");
+  fsck->add_flag("--repair", fko.repair,
+                 "fix link counts, directory parents, usage counters and entries of missing inodes; move inodes "
+                 "without a name to /lost+found; print each change (never deletes file data; volume unmounted)");
   fsck->add_option("--path", fko.path, "with --check-objects: only the files under this path inside the volume");
   fsck->add_option("--threads", fko.threads, "concurrent object checks")->capture_default_str()->check(CLI::Range(1, 256));
 
@@ -198,7 +209,12 @@ int main(int argc, char** argv) {
                "The engine must be empty. The volume keeps its name, UUID, bucket and inode numbers, so it mounts and "
                "reads the same objects.");
   load->add_option("META-URL", loa.meta_url, "metadata engine address (empty)")->required();
-  load->add_option("FILE", loa.file, "the dump (- for stdin)")->capture_default_str();
+  load->add_option("FILE", loa.file, "the dump (- for stdin); with --from-bucket an object key (- for the newest backup)")
+      ->capture_default_str();
+  load->add_option("--from-bucket", loa.from_bucket,
+                   "load a backup that mount --backup-meta wrote into this bucket (a directory, or an s3 URL)");
+  load->add_option("--storage", loa.storage, "with --from-bucket: its storage type (file or s3)")->capture_default_str();
+  AddStoreFlags(load, &loa.store);
 
   auto* version = app.add_subcommand("version", "Show the version");
 

@@ -26,6 +26,7 @@ std::string SidKey(const char* prefix, uint64_t sid) {
 }  // namespace
 
 std::string CounterKey(std::string_view name) { return "C" + std::string(name); }
+std::string JobKey(std::string_view name) { return std::string("J").append(name); }
 std::string AttrKey(Ino ino) { return InodeKey(ino, 'I'); }
 std::string EntryPrefix(Ino parent) { return InodeKey(parent, 'D'); }
 std::string EntryKey(Ino parent, std::string_view name) { return EntryPrefix(parent).append(name); }

@@ -40,6 +40,7 @@ std::string SustainedPrefix(uint64_t sid);
 std::string SustainedKey(uint64_t sid, Ino ino);
 std::string SessionLockPrefix(uint64_t sid);
 std::string SessionLockKey(uint64_t sid, Ino ino);
+std::string JobKey(std::string_view name);
 }  // namespace keys
 
 // Attributes: version byte 1, then fixed little-endian fields.

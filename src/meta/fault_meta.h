@@ -69,6 +69,9 @@ class FaultMeta final : public Meta {
   Status ReadTree(const std::function<Status(TreeReader&)>& fn) override { return inner_->ReadTree(fn); }
   Status WriteTree(const std::function<Status(TreeWriter&)>& fn) override { return inner_->WriteTree(fn); }
   Result<bool> IsEmpty() override { return inner_->IsEmpty(); }
+  Result<bool> ClaimJob(const std::string& name, int64_t interval_sec) override {
+    return inner_->ClaimJob(name, interval_sec);
+  }
   Status StatFS(const Context& ctx, StatFs* out) override { return inner_->StatFS(ctx, out); }
 
   Status NewSession(const SessionInfo& info) override { return inner_->NewSession(info); }
@@ -167,6 +170,7 @@ class FaultMeta final : public Meta {
 
   std::vector<std::pair<std::string, uint64_t>> RequestStats() const override { return inner_->RequestStats(); }
   Status Check(std::vector<std::string>* problems) override { return inner_->Check(problems); }
+  Status Repair(std::vector<std::string>* changes) override { return inner_->Repair(changes); }
 
  private:
   Fault Next(Op op);

@@ -40,6 +40,7 @@ class KvMeta final : public Meta {
   Status CloseSession() override;
   Result<std::vector<SessionInfo>> ListSessions() override;
   Result<int> CleanStaleSessions(int64_t timeout_sec) override;
+  Result<bool> ClaimJob(const std::string& name, int64_t interval_sec) override;
   Result<int> CleanupDeleted(const SliceDeleter& deleter, int max_items) override;
 
   Status Lookup(const Context& ctx, Ino parent, const std::string& name, Ino* ino, Attr* attr) override;
@@ -83,6 +84,7 @@ class KvMeta final : public Meta {
   Status SetLk(const Context& ctx, Ino ino, uint64_t owner, const PosixLock& lock) override;
 
   Status Check(std::vector<std::string>* problems) override;
+  Status Repair(std::vector<std::string>* changes) override;
   Status Reset() override { return engine_->DropAll(); }
   Status ReadTree(const std::function<Status(TreeReader&)>& fn) override;
   Status WriteTree(const std::function<Status(TreeWriter&)>& fn) override;

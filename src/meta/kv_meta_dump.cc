@@ -125,11 +125,23 @@ class KvTreeWriter final : public TreeWriter {
     records_[CounterKey(name)] = EncodeI64(value);
     return Status::OK();
   }
+  Status PutAttr(Ino ino, const Attr& attr) override {
+    records_[AttrKey(ino)] = EncodeAttr(attr);
+    return Status::OK();
+  }
+  Status DeleteEntry(Ino parent, const std::string& name) override {
+    std::string k = EntryKey(parent, name);
+    records_.erase(k);
+    deletes_.push_back(std::move(k));
+    return Status::OK();
+  }
   Status PutSetting(const Format& format) override {
     records_[kSettingKey] = format.ToJson();
     return Status::OK();
   }
   Status Flush(kv::Txn& tx) {
+    for (const auto& k : deletes_) RETURN_IF_ERROR(tx.Delete(k));
+    deletes_.clear();
     kv::Txn::KeyValues kvs(std::make_move_iterator(records_.begin()), std::make_move_iterator(records_.end()));
     records_.clear();
     return tx.PutMany(kvs);
@@ -137,6 +149,7 @@ class KvTreeWriter final : public TreeWriter {
 
  private:
   std::map<std::string, std::string> records_;
+  std::vector<std::string> deletes_;
 };
 
 }  // namespace
@@ -156,6 +169,16 @@ Status KvMeta::WriteTree(const std::function<Status(TreeWriter&)>& fn) {
     RETURN_IF_ERROR(fn(writer));
     return writer.Flush(tx);
   });
+}
+
+Status KvMeta::Repair(std::vector<std::string>* changes) {
+  (void)releases_.Flush();
+  std::unordered_map<Ino, Attr> attrs;
+  std::vector<EntryTriple> entries;
+  std::vector<std::string> problems;
+  RETURN_IF_ERROR(engine_->Run([&](kv::Txn& tx) { return CollectTreeTx(tx, &attrs, &entries, &problems); }, true));
+  if (!problems.empty()) return Status::Err(EIO, "cannot repair: " + problems.front());
+  return RepairTree(this, std::move(attrs), std::move(entries), changes);
 }
 
 Result<bool> KvMeta::IsEmpty() {

@@ -53,6 +53,20 @@ Status KvMeta::Heartbeat() {
   return Status::OK();
 }
 
+Result<bool> KvMeta::ClaimJob(const std::string& name, int64_t interval_sec) {
+  bool claimed = false;
+  RETURN_IF_ERROR(engine_->Run([&](kv::Txn& tx) {
+    claimed = false;
+    const int64_t now = Now().sec;
+    auto last = tx.Get(JobKey(name));
+    if (last.ok() && now - DecodeI64(*last) < interval_sec) return Status::OK();
+    if (!last.ok() && !last.status().not_found()) return last.status();
+    claimed = last.ok();
+    return tx.Put(JobKey(name), EncodeI64(now));
+  }));
+  return claimed;
+}
+
 Status KvMeta::CloseSession() {
   if (sid_ == 0) return Status::OK();
   (void)releases_.Flush();
@@ -235,29 +249,35 @@ Result<int> KvMeta::CleanupDeleted(const SliceDeleter& deleter, int max_items) {
 
 // ---------------------------------------------------------------- fsck
 
+Status CollectTreeTx(kv::Txn& tx, std::unordered_map<Ino, Attr>* attrs, std::vector<EntryTriple>* entries,
+                     std::vector<std::string>* problems) {
+  // Inodes and entries in one pass over the "A" space.
+  return tx.Scan("A", "B", 0, [&](std::string_view k, std::string_view v) {
+    if (k.size() < 10) return true;
+    Ino ino = kv::ReadU64BE(k.substr(1, 8));
+    char kind = k[9];
+    if (kind == 'I') {
+      Attr a;
+      if (DecodeAttr(v, &a).ok()) (*attrs)[ino] = a;
+      else problems->push_back(fmt::format("inode {}: undecodable attributes", ino));
+    } else if (kind == 'D') {
+      Ino child = 0;
+      uint32_t type = 0;
+      if (DecodeEntry(v, &child, &type).ok()) entries->emplace_back(ino, std::string(k.substr(10)), child);
+      else problems->push_back(fmt::format("directory {}: undecodable entry", ino));
+    }
+    return true;
+  });
+}
+
 Status KvMeta::Check(std::vector<std::string>* problems) {
   (void)releases_.Flush();
   return engine_->Run(
       [&](kv::Txn& tx) {
         problems->clear();
-        // Gather inodes and entries in one pass over the "A" space.
         std::unordered_map<Ino, Attr> attrs;
-        std::vector<std::tuple<Ino, std::string, Ino>> entries;
-        RETURN_IF_ERROR(tx.Scan("A", "B", 0, [&](std::string_view k, std::string_view v) {
-          if (k.size() < 10) return true;
-          Ino ino = kv::ReadU64BE(k.substr(1, 8));
-          char kind = k[9];
-          if (kind == 'I') {
-            Attr a;
-            if (DecodeAttr(v, &a).ok()) attrs[ino] = a;
-            else problems->push_back(fmt::format("inode {}: undecodable attributes", ino));
-          } else if (kind == 'D') {
-            Ino child = 0;
-            uint32_t type = 0;
-            if (DecodeEntry(v, &child, &type).ok()) entries.emplace_back(ino, std::string(k.substr(10)), child);
-          }
-          return true;
-        }));
+        std::vector<EntryTriple> entries;
+        RETURN_IF_ERROR(CollectTreeTx(tx, &attrs, &entries, problems));
         CheckTree(attrs, entries, problems);
         return Status::OK();
       },

@@ -4,6 +4,9 @@
 
 #include <string>
 #include <string_view>
+#include <tuple>
+#include <unordered_map>
+#include <vector>
 
 #include "kv/kv.h"
 #include "meta/meta.h"
@@ -24,6 +27,10 @@ Status IncrTx(kv::Txn& tx, const char* name, int64_t delta);
 Status DeletePrefixTx(kv::Txn& tx, const std::string& prefix);
 // Queues every real slice of a chunk list for object deletion.
 Status QueueSlicesTx(kv::Txn& tx, std::string_view chunk_value);
+// Every inode's attributes and every directory entry (fsck); records it
+// cannot decode become problems.
+Status CollectTreeTx(kv::Txn& tx, std::unordered_map<Ino, Attr>* attrs, std::vector<std::tuple<Ino, std::string, Ino>>* entries,
+                     std::vector<std::string>* problems);
 // ESTALE if session sid (0: none) no longer exists (meta.h, Heartbeat).
 Status LiveSessionTx(kv::Txn& tx, uint64_t sid);
 

@@ -159,6 +159,9 @@ class TreeWriter {
   // mode: the entry's type bits (S_IFMT).
   virtual Status PutEntry(Ino parent, const std::string& name, Ino ino, uint32_t mode) = 0;
   virtual Status PutCounter(const std::string& name, int64_t value) = 0;
+  // For repairs: an inode's attributes alone; removing one entry.
+  virtual Status PutAttr(Ino ino, const Attr& attr) = 0;
+  virtual Status DeleteEntry(Ino parent, const std::string& name) = 0;
   virtual Status PutSetting(const Format& format) = 0;
 };
 
@@ -194,6 +197,11 @@ class Meta {
   // process is known dead (same host): their open-unlinked inodes are
   // reclaimed and their locks released. Returns how many were cleaned.
   virtual Result<int> CleanStaleSessions(int64_t timeout_sec) = 0;
+  // Background jobs that one client of a volume at a time runs (metadata
+  // backups): true when this client claims job `name` now because no client
+  // claimed it in the last interval_sec; the claim is the engine's record of
+  // when. The first call on a volume only starts the clock (false).
+  virtual Result<bool> ClaimJob(const std::string& name, int64_t interval_sec) = 0;
   // Background work: removes data of deleted inodes and deletes the objects of
   // unreferenced slices. Returns the number of slices deleted.
   virtual Result<int> CleanupDeleted(const SliceDeleter& deleter, int max_items) = 0;
@@ -311,6 +319,10 @@ class Meta {
   // Checks the tree's invariants (entries point to inodes, nlink counts,
   // directory parents); returns problems found as text lines.
   virtual Status Check(std::vector<std::string>* problems) = 0;
+  // Fixes what Check finds, where that is safe (meta_util.h, RepairTree);
+  // returns the changes made as text lines. For a volume no client has
+  // mounted: it reads the tree, then writes, without a transaction around.
+  virtual Status Repair(std::vector<std::string>* changes) = 0;
 };
 
 // Is a session dead: no heartbeat for timeout_sec, or its process is gone

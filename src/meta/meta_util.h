@@ -73,6 +73,16 @@ using EntryTriple = std::tuple<Ino, std::string, Ino>;
 void CheckTree(const std::unordered_map<Ino, Attr>& attrs, const std::vector<EntryTriple>& entries,
                std::vector<std::string>* problems);
 
+// fsck --repair: from the same inputs as CheckTree, fixes what can be fixed
+// without deleting data, through meta's raw writer (meta.h, WriteTree):
+// entries pointing to missing inodes are removed; inodes that have a link
+// count but no name move into /lost+found (created if missing) as
+// "#<ino>"; link counts of files and directories, directories' parents and
+// the used-space and inode counters are set to what the tree says. Each
+// change is appended to *changes as a line of text.
+Status RepairTree(Meta* meta, std::unordered_map<Ino, Attr> attrs, std::vector<EntryTriple> entries,
+                  std::vector<std::string>* changes);
+
 // A process on this host is alive unless it is gone or a zombie.
 bool ProcessAlive(uint32_t pid);
 std::string HostName();

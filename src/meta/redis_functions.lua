@@ -861,6 +861,16 @@ local function heartbeat(args)
   return { 0 }
 end
 
+-- One client at a time runs a background job (meta.h, ClaimJob): claims job
+-- NAME when no client did in the last INTERVAL seconds. { 0, 1 } claimed.
+local function claim_job(args)
+  local k, now, interval = 'job_' .. args[1], tonumber(args[2]), tonumber(args[3])
+  local last = redis.call('GET', k)
+  if last and now - tonumber(last) < interval then return { 0, 0 } end
+  redis.call('SET', k, now)
+  return { 0, last and 1 or 0 }
+end
+
 -- Removes a session: its sustained inodes are released, its locks dropped.
 local function clean_session(args)
   local sid = args[1]
@@ -937,7 +947,8 @@ end
 -- Writes a batch of records as they are (tessera load, into an empty
 -- database): a sequence of tagged records
 --   i ino attr | s ino target | x ino name value | c ino idx list |
---   e parent name entry | n counter value | setting json
+--   e parent name entry | n counter value | setting json |
+--   de parent name (fsck --repair: removes an entry)
 local function load(args)
   local i = 1
   while i <= #args do
@@ -954,6 +965,10 @@ local function load(args)
       redis.call('ZADD', 'n' .. args[i + 1], 0, args[i + 2])
       i = i + 4
     elseif t == 'n' then redis.call('SET', args[i + 1], args[i + 2]); i = i + 3
+    elseif t == 'de' then
+      redis.call('HDEL', 'd' .. args[i + 1], args[i + 2])
+      redis.call('ZREM', 'n' .. args[i + 1], args[i + 2])
+      i = i + 3
     elseif t == 'setting' then redis.call('SET', 'setting', args[i + 1]); i = i + 2
     else fail(EINVAL) end
   end
@@ -1021,6 +1036,7 @@ register('setlk', setlk)
 register('release', release)
 register('clean_session', clean_session)
 register('heartbeat', heartbeat)
+register('claim_job', claim_job)
 register('reclaim', reclaim)
 register('dump_inodes', dump_inodes, true)
 register('load', load)

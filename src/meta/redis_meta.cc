@@ -643,6 +643,14 @@ class RedisTreeWriter final : public TreeWriter {
     args_.Str("n").Own(name).Own(std::to_string(value));
     return Status::OK();
   }
+  Status PutAttr(Ino ino, const Attr& attr) override {
+    args_.Str("i").Num(ino).Own(EncodeAttr(attr));
+    return Status::OK();
+  }
+  Status DeleteEntry(Ino parent, const std::string& name) override {
+    args_.Str("de").Num(parent).Own(name);
+    return Status::OK();
+  }
   Status PutSetting(const Format& format) override {
     args_.Str("setting").Own(format.ToJson());
     return Status::OK();
@@ -669,13 +677,18 @@ Status RedisMeta::WriteTree(const std::function<Status(TreeWriter&)>& fn) {
   return Fcall(kOpOther, "load", writer.views()).status();
 }
 
+Result<bool> RedisMeta::ClaimJob(const std::string& name, int64_t interval_sec) {
+  ASSIGN_OR_RETURN(auto r, Fcall(kOpSession, "claim_job", Args().Own(name).Num(uint64_t(Now().sec)).Num(uint64_t(interval_sec)).views()));
+  return r.at(1).integer() == 1;
+}
+
 Result<bool> RedisMeta::IsEmpty() {
   ASSIGN_OR_RETURN(auto r, Cmd(kOpOther, {"DBSIZE"}));
   return r.integer() == 0;
 }
 
-Status RedisMeta::Check(std::vector<std::string>* problems) {
-  problems->clear();
+Status RedisMeta::CollectTree(std::unordered_map<Ino, Attr>* attrs_out, std::vector<EntryTriple>* entries_out,
+                              std::vector<std::string>* problems) {
   // Not a snapshot: run it on a quiet volume (like fsck).
   auto scan = [&](const char* pattern, std::vector<std::string>* keys) -> Status {
     std::string cursor = "0";
@@ -713,8 +726,27 @@ Status RedisMeta::Check(std::vector<std::string>* problems) {
       if (DecodeEntry(r.at(i + 1).str(), &child, &type).ok()) entries.emplace_back(parent, r.at(i).str(), child);
     }
   }
+  *attrs_out = std::move(attrs);
+  *entries_out = std::move(entries);
+  return Status::OK();
+}
+
+Status RedisMeta::Check(std::vector<std::string>* problems) {
+  problems->clear();
+  std::unordered_map<Ino, Attr> attrs;
+  std::vector<EntryTriple> entries;
+  RETURN_IF_ERROR(CollectTree(&attrs, &entries, problems));
   CheckTree(attrs, entries, problems);
   return Status::OK();
+}
+
+Status RedisMeta::Repair(std::vector<std::string>* changes) {
+  std::unordered_map<Ino, Attr> attrs;
+  std::vector<EntryTriple> entries;
+  std::vector<std::string> problems;
+  RETURN_IF_ERROR(CollectTree(&attrs, &entries, &problems));
+  if (!problems.empty()) return Status::Err(EIO, "cannot repair: " + problems.front());
+  return RepairTree(this, std::move(attrs), std::move(entries), changes);
 }
 
 }  // namespace tessera::meta

@@ -32,6 +32,7 @@ class RedisMeta final : public Meta {
   Status CloseSession() override;
   Result<std::vector<SessionInfo>> ListSessions() override;
   Result<int> CleanStaleSessions(int64_t timeout_sec) override;
+  Result<bool> ClaimJob(const std::string& name, int64_t interval_sec) override;
   Result<int> CleanupDeleted(const SliceDeleter& deleter, int max_items) override;
 
   Status Lookup(const Context& ctx, Ino parent, const std::string& name, Ino* ino, Attr* attr) override;
@@ -76,6 +77,7 @@ class RedisMeta final : public Meta {
 
   std::vector<std::pair<std::string, uint64_t>> RequestStats() const override;
   Status Check(std::vector<std::string>* problems) override;
+  Status Repair(std::vector<std::string>* changes) override;
   Status Reset() override;
   Status ReadTree(const std::function<Status(TreeReader&)>& fn) override;
   Status WriteTree(const std::function<Status(TreeWriter&)>& fn) override;
@@ -96,6 +98,9 @@ class RedisMeta final : public Meta {
   Result<redis::Reply> Cmd(Op op, const std::vector<std::string_view>& argv);
   Result<redis::Reply> Fcall(Op op, const char* fn, const std::vector<std::string_view>& args);
   Status LoadFunctions();
+  // Every inode's attributes and every directory entry (fsck; not a snapshot).
+  Status CollectTree(std::unordered_map<Ino, Attr>* attrs, std::vector<EntryTriple>* entries,
+                     std::vector<std::string>* problems);
   // After an operation took an inode's last name: keep it while this client
   // references it, else release it now.
   Status Released(int64_t ino);

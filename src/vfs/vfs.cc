@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "common/log.h"
+#include "vfs/meta_backup.h"
 
 namespace tessera::vfs {
 
@@ -45,6 +46,7 @@ Status Vfs::Start() {
   auto cleaned = meta_->CleanStaleSessions(config_.session_timeout_s);
   if (cleaned.ok() && *cleaned > 0) LOG_INFO("cleaned {} stale session(s)", *cleaned);
   bg_thread_ = std::thread([this] { BackgroundLoop(); });
+  if (config_.backup_interval_s > 0) backup_thread_ = std::thread([this] { BackupLoop(); });
   started_ = true;
   return Status::OK();
 }
@@ -65,8 +67,10 @@ void Vfs::Stop() {
     std::lock_guard<std::mutex> g(bg_mu_);
     stopping_ = true;
   }
+  backup_cancel_ = true;
   bg_cv_.notify_all();
   if (bg_thread_.joinable()) bg_thread_.join();
+  if (backup_thread_.joinable()) backup_thread_.join();
   Status st = meta_->CloseSession();
   if (!st.ok()) LOG_ERROR("closing session: {}", st.ToString());
 }
@@ -99,6 +103,35 @@ void Vfs::BackgroundLoop() {
       auto c = meta_->CleanStaleSessions(config_.session_timeout_s);
       if (!c.ok()) LOG_WARN("stale session cleanup: {}", c.status().ToString());
       last_clean = now;
+    }
+    lk.lock();
+  }
+}
+
+void Vfs::BackupLoop() {
+  const auto period = std::chrono::seconds(std::clamp<int64_t>(config_.backup_interval_s / 4, 1, 60));
+  std::unique_lock<std::mutex> lk(bg_mu_);
+  while (!stopping_) {
+    bg_cv_.wait_for(lk, period);
+    if (stopping_) break;
+    lk.unlock();
+    auto claimed = meta_->ClaimJob("backup", config_.backup_interval_s);
+    if (!claimed.ok()) {
+      LOG_WARN("metadata backup: claiming the job: {} (trying again in {} s)", claimed.status().ToString(),
+               period.count());
+    } else if (*claimed) {
+      auto t0 = std::chrono::steady_clock::now();
+      uint64_t inodes = 0;
+      auto key = BackupMeta(meta_, store_->store(), config_.backup_keep, &backup_cancel_, &inodes);
+      double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (key.ok()) {
+        LOG_INFO("metadata backup: {} inodes in {:.1f} s -> {}", inodes, secs, *key);
+      } else if (key.status().code() != ECANCELED) {
+        // The claim stands: the next client to try is this one or another,
+        // one interval later.
+        LOG_ERROR("metadata backup failed: {} (next attempt in {} s)", key.status().ToString(),
+                  config_.backup_interval_s);
+      }
     }
     lk.lock();
   }

@@ -61,6 +61,10 @@ struct Config {
   // Sessions without a heartbeat for this long are cleaned by this client
   // (--session-timeout; every client of a volume should use the same).
   int session_timeout_s = int(meta::kSessionTimeoutSec);
+  // Metadata backups into the bucket (--backup-meta; 0 = off), by one
+  // client of the volume at a time, keeping the newest backup_keep.
+  int64_t backup_interval_s = 3600;
+  size_t backup_keep = 10;
   std::string mount_point;
 };
 
@@ -187,6 +191,9 @@ class Vfs {
   // first window, with "." and ".."), at offset `base`.
   Status FetchDirWindow(const Context& ctx, Handle* fh, const std::string& from, uint64_t base, bool plus);
   void BackgroundLoop();
+  // Metadata backups (meta_backup.h): claims the job once a minute at most
+  // and writes a backup when the claim succeeds.
+  void BackupLoop();
   // The session expired: other clients cleaned it after the session timeout
   // (this client was cut off). Pending writes are discarded, never committed
   // over what others wrote since; handles opened before fail with EIO (reads
@@ -233,6 +240,8 @@ class Vfs {
   bool renew_ = false;     // guarded by bg_mu_: a commit found the session expired
   std::atomic<uint64_t> session_gen_{1};
   std::thread bg_thread_;
+  std::thread backup_thread_;
+  std::atomic<bool> backup_cancel_{false};  // Stop: an ongoing backup gives up
   bool started_ = false;
 };
 

@@ -164,4 +164,48 @@ mount_vol "sqlite3://$WORK/s.db"
 [ "$(ls "$MNT")" = "$(printf 'dangling\nh1\nh2\nrel')" ] || fail "subdir volume: $(ls "$MNT")"
 cmp "$SRC/links/h1" "$MNT/h1" || fail "subdir volume: h1"
 umount_vol
+log "fsck --repair: an entry removed by hand leaves an orphan; repair moves it to /lost+found"
+url="sqlite3://$WORK/b.db"
+mount_vol "$url"
+ino=$(stat -c %i "$MNT/links/h1")
+links=$(printf '%016X' "$(stat -c %i "$MNT/links")")
+d0=$(printf '%016X' "$(stat -c %i "$MNT/small/d0")")
+expect_fail "repair while mounted" "unmounted everywhere" "$T" fsck "$url" --repair
+umount_vol
+# Every name of small/d0/f1 (3 links) goes; its inode and data stay.
+sqlite3 "$WORK/b.db" "DELETE FROM kv WHERE hex(k) IN ('41$links' || '44' || hex('h1'), '41$links' || '44' || hex('h2'), '41$d0' || '44' || hex('f1'))"
+"$T" fsck "$url" >/dev/null 2>&1 && fail "fsck does not see the damage"
+"$T" fsck "$url" --repair >"$WORK/repair.out" 2>&1 || fail "fsck --repair: $(cat "$WORK/repair.out")"
+grep -q "moved inode $ino .* to /lost+found/#$ino" "$WORK/repair.out" || fail "repair output: $(cat "$WORK/repair.out")"
+grep -q "link count 3 -> 1" "$WORK/repair.out" || fail "repair output (link count): $(cat "$WORK/repair.out")"
+"$T" fsck "$url" >/dev/null 2>&1 || fail "fsck after --repair"
+mount_vol "$url"
+cmp "$SRC/small/d0/f1" "$MNT/lost+found/#$ino" || fail "the repaired orphan's data"
+[ "$(stat -c %h "$MNT/lost+found/#$ino")" = 1 ] || fail "link count after repair: $(stat -c %h "$MNT/lost+found/#$ino")"
+umount_vol
+log "  $(grep -c repaired: "$WORK/repair.out") change(s), data kept"
+
+log "automatic backups: two mounts, --backup-meta 2s --backup-keep 3, one backup per interval"
+mount2=$WORK/mnt2
+mkdir -p "$mount2"
+"$T" mount "sqlite3://$WORK/a.db" "$MNT" -d --log "$WORK/mount.log" --backup-meta 2s --backup-keep 3 >/dev/null
+"$T" mount "sqlite3://$WORK/a.db" "$mount2" -d --log "$WORK/mount2.log" --backup-meta 2s --backup-keep 3 >/dev/null
+echo "after the backup started" >"$MNT/late-file"
+sleep 11
+"$T" umount "$mount2"
+umount_vol
+made=$(cat "$WORK/mount.log" "$WORK/mount2.log" | grep -c "metadata backup: .* inodes" || true)
+[ "$made" -ge 3 ] && [ "$made" -le 6 ] || fail "$made backups in 11 s at one per 2 s by either of two clients (want 3-6)"
+left=$(ls "$WORK/bucket/meta" | grep -c '^dump-.*\.json\.gz$' || true)
+[ "$left" = 3 ] || fail "$left backups kept, want 3: $(ls "$WORK/bucket/meta")"
+log "  $made backups written, 3 kept; load the newest from the bucket"
+"$T" load "sqlite3://$WORK/r.db" --from-bucket "$WORK/bucket" >"$WORK/load.out" 2>&1 || fail "load --from-bucket: $(cat "$WORK/load.out")"
+grep -q "loading the backup meta/dump-" "$WORK/load.out" || fail "load --from-bucket: $(cat "$WORK/load.out")"
+mount_vol "sqlite3://$WORK/r.db"
+[ "$(cat "$MNT/late-file")" = "after the backup started" ] || fail "the restored backup misses a file"
+diff -r --no-dereference -x fifo -x late-file "$SRC" "$MNT" || fail "diff -r of the volume restored from a backup"
+umount_vol
+oldest=$(ls "$WORK/bucket/meta" | head -1)
+"$T" load "sqlite3://$WORK/r2.db" "meta/$oldest" --from-bucket "$WORK/bucket" >/dev/null 2>&1 || fail "load of a named backup"
+expect_fail "load of a missing backup" "meta/dump-nothing" "$T" load "sqlite3://$WORK/r3.db" meta/dump-nothing --from-bucket "$WORK/bucket"
 log "passed"

@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
+#include <thread>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
@@ -50,7 +52,8 @@ class DumpTest : public ::testing::TestWithParam<std::string> {
       redis_base_ = url;
       redis_base_ = redis_base_.substr(0, redis_base_.rfind('/'));
     }
-    src_ = OpenFresh();
+    src_url_ = GetParam() == "memory" ? "memory://" + Unique("dump-src") : FreshUrl(GetParam());
+    src_ = OpenUrl(src_url_);
     ASSERT_NE(src_, nullptr);
     Format f;
     f.name = "dumped";
@@ -162,6 +165,7 @@ class DumpTest : public ::testing::TestWithParam<std::string> {
   }
 
   std::string dir_;
+  std::string src_url_;
   std::string redis_base_;
   int next_db_ = 2;
   std::vector<std::unique_ptr<kv::testing::PgSchema>> schemas_;
@@ -300,6 +304,86 @@ TEST_P(DumpTest, BadDumpsLeaveTheEngineEmpty) {
   std::vector<std::string> again;
   ASSERT_OK(DumpLines(dst.get(), &again));
   EXPECT_EQ(again, good);
+}
+
+// fsck --repair: damage made through the raw writer is found by Check and
+// fixed by Repair without losing data; a second Repair changes nothing.
+TEST_P(DumpTest, RepairFixesWhatCheckFinds) {
+  ASSERT_NO_FATAL_FAILURE(BuildTree());
+  Ino d1 = 0, d2 = 0, f = 0, orphan = 0;
+  Attr a, fa, oa;
+  ASSERT_OK(src_->Lookup(Context::Root(), kRootIno, "d1", &d1, &a));
+  ASSERT_OK(src_->Lookup(Context::Root(), d1, "d2", &d2, &a));
+  Attr d2attr = a;
+  ASSERT_OK(src_->Lookup(Context::Root(), d1, "f", &f, &fa));
+  orphan = Make(d2, "orphan", S_IFREG | 0644);
+  WriteChunk(orphan, 0, 0, 1000);
+  ASSERT_OK(src_->GetAttr(Context::Root(), orphan, &oa));
+  ASSERT_OK(src_->WriteTree([&](TreeWriter& w) -> Status {
+    Attr bad = fa;
+    bad.nlink = 5;
+    RETURN_IF_ERROR(w.PutAttr(f, bad));                    // wrong link count
+    Attr moved = d2attr;
+    moved.parent = kRootIno;
+    RETURN_IF_ERROR(w.PutAttr(d2, moved));                 // wrong parent
+    RETURN_IF_ERROR(w.PutEntry(d1, "ghost", 999999, S_IFREG));  // entry of a missing inode
+    RETURN_IF_ERROR(w.DeleteEntry(d2, "orphan"));          // an inode without a name
+    return w.PutCounter("usedSpace", 12345);               // wrong counter
+  }));
+  std::vector<std::string> problems;
+  ASSERT_OK(src_->Check(&problems));
+  EXPECT_GE(problems.size(), 4u);
+
+  std::vector<std::string> changes;
+  ASSERT_OK(src_->Repair(&changes));
+  std::string all;
+  for (const auto& c : changes) all += c + "\n";
+  EXPECT_NE(all.find("ghost"), std::string::npos) << all;
+  EXPECT_NE(all.find("lost+found/#" + std::to_string(orphan)), std::string::npos) << all;
+  EXPECT_NE(all.find("link count 5 -> 2"), std::string::npos) << all;
+  EXPECT_NE(all.find("used space counter 12345"), std::string::npos) << all;
+  ASSERT_OK(src_->Check(&problems));
+  EXPECT_TRUE(problems.empty()) << problems.front();
+
+  Ino lost = 0, found = 0;
+  ASSERT_OK(src_->Lookup(Context::Root(), kRootIno, "lost+found", &lost, &a));
+  ASSERT_OK(src_->Lookup(Context::Root(), lost, "#" + std::to_string(orphan), &found, &a));
+  EXPECT_EQ(found, orphan);
+  std::vector<chunk::Slice> slices;
+  ASSERT_OK(src_->Read(orphan, 0, &slices));
+  EXPECT_EQ(slices.size(), 1u) << "the orphan's data is kept";
+  ASSERT_OK(src_->GetAttr(Context::Root(), d2, &a));
+  EXPECT_EQ(a.parent, d1);
+  StatFs st;
+  ASSERT_OK(src_->StatFS(Context::Root(), &st));
+  EXPECT_NE(st.total_space - st.avail_space, 12345u);
+
+  ASSERT_OK(src_->Repair(&changes));
+  EXPECT_TRUE(changes.empty()) << changes.front();
+}
+
+// Background jobs (metadata backups): the first claim starts the clock; then
+// one client of two gets each interval.
+TEST_P(DumpTest, ClaimJobGoesToOneClientPerInterval) {
+  auto other = OpenUrl(src_url_);
+  ASSERT_NE(other, nullptr);
+  ASSERT_TRUE(other->Load().ok());
+  auto first = src_->ClaimJob("test", 1);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_FALSE(*first) << "the first claim only starts the clock";
+  EXPECT_FALSE(*other->ClaimJob("test", 1));
+  EXPECT_FALSE(*src_->ClaimJob("test", 1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(2100));
+  int winners = 0;
+  for (Meta* m : {src_.get(), other.get(), src_.get(), other.get()}) {
+    auto r = m->ClaimJob("test", 1);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    winners += *r;
+  }
+  EXPECT_EQ(winners, 1);
+  auto job2 = other->ClaimJob("other-job", 1);  // jobs are independent
+  ASSERT_TRUE(job2.ok());
+  EXPECT_FALSE(*job2);
 }
 
 INSTANTIATE_TEST_SUITE_P(Engines, DumpTest, ::testing::Values("memory", "sqlite3", "postgres", "redis"),
