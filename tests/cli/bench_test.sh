@@ -33,7 +33,7 @@ expect_fail() {
   err=$("$@" 2>&1 >/dev/null)
   rc=$?
   if [ $rc -ne 0 ] && [ "$(printf '%s\n' "$err" | grep -c '^tessera: ')" -eq 1 ] &&
-    printf '%s' "$err" | grep -qiE "$pattern"; then pass; else fail "$name: rc=$rc stderr=<$err>"; fi
+    grep -qiE "$pattern" <<<"$err"; then pass; else fail "$name: rc=$rc stderr=<$err>"; fi
 }
 
 # bench on a local directory.

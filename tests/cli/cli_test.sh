@@ -18,8 +18,8 @@ expect_fail() {
   err=$("$@" 2>&1 >/dev/null)
   rc=$?
   local lines
-  lines=$(printf '%s' "$err" | grep -c '^tessera: ')
-  if [ $rc -ne 0 ] && printf '%s' "$err" | grep -qiE "$pattern" && [ "$lines" -le 2 ]; then
+  lines=$(grep -c '^tessera: ' <<<"$err")
+  if [ $rc -ne 0 ] && grep -qiE "$pattern" <<<"$err" && [ "$lines" -le 2 ]; then
     passed=$((passed + 1))
   else
     failed=$((failed + 1))
@@ -57,6 +57,13 @@ expect_fail "mount point missing" "does not exist" "$T" mount "sqlite3://$W/m.db
 touch "$W/file"
 expect_fail "mount point is a file" "not a directory" "$T" mount "sqlite3://$W/m.db" "$W/file"
 expect_fail "negative cache" "negative" "$T" mount "sqlite3://$W/m.db" "$MNT" --attr-cache -1
+expect_fail "bad backup interval" "not a duration" "$T" mount "sqlite3://$W/m.db" "$MNT" --backup-meta 5x
+expect_fail "backup keep 0" "backup-keep|range" "$T" mount "sqlite3://$W/m.db" "$MNT" --backup-keep 0
+expect_fail "dump of a missing volume" "no volume" "$T" dump "sqlite3://$W/none.db" "$W/none.json"
+expect_fail "dump into a missing directory" "No such file" "$T" dump "sqlite3://$W/m.db" "$W/no/such/dir/d.json"
+expect_fail "load into a formatted engine" "not empty" "$T" load "sqlite3://$W/m.db" /dev/null
+expect_fail "load from a bucket without backups" "no metadata backup" "$T" load "sqlite3://$W/new.db" --from-bucket "$W/b"
+expect_fail "repair of a missing volume" "no volume" "$T" fsck "sqlite3://$W/none.db" --repair
 for bad in nan inf -inf 1e300; do
   expect_fail "cache timeout $bad" "finite|number" "$T" mount "sqlite3://$W/m.db" "$MNT" --entry-cache "$bad"
 done

@@ -123,7 +123,7 @@ expect_fail() {  # WHAT PATTERN CMD...: CMD fails with a message matching PATTER
   shift 2
   local out
   if out=$("$@" 2>&1); then fail "$what: succeeded"; fi
-  echo "$out" | grep -qE "$pattern" || fail "$what: unclear error: $out"
+  grep -qE "$pattern" <<<"$out" || fail "$what: unclear error: $out"
   log "  $what: $(echo "$out" | tail -1 | cut -c1-150)"
 }
 head -c $(($(stat -c %s "$WORK/d1.json") / 2)) "$WORK/d1.json" >"$WORK/truncated.json"

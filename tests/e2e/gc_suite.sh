@@ -64,7 +64,7 @@ head -c 500000 /dev/urandom >"$MNT/dir/sub/victim"
 ln "$MNT/dir/sub/victim" "$MNT/dir/victim-link"
 unmount_volume
 out=$("$TESSERA" fsck "$META" --check-objects 2>&1) || fail "fsck --check-objects on a healthy volume: $out"
-echo "$out" | grep -q "0 broken file(s)" || fail "fsck --check-objects did not report its count: $out"
+grep -q "0 broken file(s)" <<<"$out" || fail "fsck --check-objects did not report its count: $out"
 mount_volume
 vid=$("$TESSERA" info "$MNT/dir/sub/victim" | sed -nE 's/.*(chunks\/[^ ]*).*/\1/p' | head -1)
 unmount_volume
@@ -75,23 +75,23 @@ out=$("$TESSERA" fsck "$META" --check-objects 2>&1)
 rc=$?
 set -e
 [ "$rc" -ne 0 ] || fail "fsck --check-objects exits 0 with an object missing: $out"
-echo "$out" | grep -qE "broken: /dir/(sub/victim|victim-link): 1 bad block" || fail "fsck --check-objects does not name the broken file: $out"
+grep -qE "broken: /dir/(sub/victim|victim-link): 1 bad block" <<<"$out" || fail "fsck --check-objects does not name the broken file: $out"
 [ "$(echo "$out" | grep -c '^broken:')" = 1 ] || fail "fsck --check-objects names other files too: $out"
 log "fsck --check-objects: $(echo "$out" | grep '^broken:')"
 out=$("$TESSERA" fsck "$META" --check-objects --path /dir/sub 2>&1 || true)
-echo "$out" | grep -q "1 broken file(s)" || fail "fsck --check-objects --path /dir/sub: $out"
+grep -q "1 broken file(s)" <<<"$out" || fail "fsck --check-objects --path /dir/sub: $out"
 "$TESSERA" fsck "$META" --check-objects --path /keep1 >/dev/null 2>&1 || fail "fsck --check-objects --path /keep1 (a healthy file) failed"
 set +e
 out=$("$TESSERA" fsck "$META" --check-objects --path /no/such 2>&1)
 rc=$?
 set -e
-[ "$rc" -ne 0 ] && echo "$out" | grep -q "no/such" || fail "fsck --path of a missing path: rc $rc: $out"
+[ "$rc" -ne 0 ] && grep -q "no/such" <<<"$out" || fail "fsck --path of a missing path: rc $rc: $out"
 mount_volume
 
 log "config: show the settings; change the capacity and inode limit under a live mount"
 unmount_volume
 mount_volume --session-timeout 10  # a heartbeat every 2 s: the test waits less
-"$TESSERA" config "$META" | grep -q '"BlockSize"' || fail "tessera config does not show the settings"
+grep -q '"BlockSize"' <<<"$("$TESSERA" config "$META")" || fail "tessera config does not show the settings"
 if "$TESSERA" config "$META" --block-size 1M 2>"$WORK/config.err"; then fail "config --block-size was accepted"; fi
 grep -q "cannot change --block-size" "$WORK/config.err" || fail "config --block-size: $(cat "$WORK/config.err")"
 before=$("$TESSERA" config "$META")
@@ -140,14 +140,14 @@ for i in range(40):
 os.close(fd)
 PY
 cp "$MNT/fragmented" "$WORK/fragmented.ref"
-"$TESSERA" info "$MNT/fragmented" | grep -q "chunk 0: 40 slice(s)" || fail "the appends did not make 40 slices: $("$TESSERA" info "$MNT/fragmented" | grep chunk)"
+grep -q "chunk 0: 40 slice(s)" <<<"$("$TESSERA" info "$MNT/fragmented")" || fail "the appends did not make 40 slices: $("$TESSERA" info "$MNT/fragmented" | grep chunk)"
 # The file whose object was removed above cannot be compacted: named, gc
 # goes on with the rest and exits 1.
 if out=$("$TESSERA" gc "$META" --compact --delete 2>&1); then fail "gc --compact exits 0 with a broken file: $out"; fi
-echo "$out" | grep -q "cannot compact chunk 0 of /dir/.*victim" || fail "gc --compact does not name the broken file: $out"
-echo "$out" | grep -q "1 chunk(s) could not be compacted" || fail "gc --compact: $out"
-echo "$out" | grep -qE "^compacted [1-9][0-9]* of" || fail "gc --compact: $out"
-"$TESSERA" info "$MNT/fragmented" | grep -q "chunk 0: 1 slice(s)" || fail "still fragmented after gc --compact"
+grep -q "cannot compact chunk 0 of /dir/.*victim" <<<"$out" || fail "gc --compact does not name the broken file: $out"
+grep -q "1 chunk(s) could not be compacted" <<<"$out" || fail "gc --compact: $out"
+grep -qE "^compacted [1-9][0-9]* of" <<<"$out" || fail "gc --compact: $out"
+grep -q "chunk 0: 1 slice(s)" <<<"$("$TESSERA" info "$MNT/fragmented")" || fail "still fragmented after gc --compact"
 echo 3 >/proc/sys/vm/drop_caches
 cmp "$MNT/fragmented" "$WORK/fragmented.ref" || fail "gc --compact changed the file's bytes"
 [ "$(count_of "pending deletion:")" = 0 ] || fail "the replaced slices are still pending after gc --compact --delete"
