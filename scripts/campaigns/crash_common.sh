@@ -104,7 +104,7 @@ engine_signal_quiet() {
 }
 
 format_volume() {
-  "$TESSERA" format "$META" crash-vol --bucket "$WORK/bucket" --block-size 64 >"$WORK/format.log" 2>&1 ||
+  "$TESSERA" format "$META" crash-vol --bucket "$WORK/bucket" --block-size 64 --trash-days 0 >"$WORK/format.log" 2>&1 ||
     { cat "$WORK/format.log" >&2; echo "$CAMPAIGN: format failed" >&2; exit 1; }
 }
 

@@ -44,7 +44,7 @@ FAILED=0
 for mode in default writeback; do
   vol=$WORK/$mode
   mkdir -p "$vol" "$MNT"
-  "$TESSERA" format "sqlite3://$vol/meta.db" "fsx-$mode" --bucket "$vol/bucket" --block-size 64 >/dev/null 2>&1
+  "$TESSERA" format "sqlite3://$vol/meta.db" "fsx-$mode" --bucket "$vol/bucket" --block-size 64 --trash-days 0 >/dev/null 2>&1
   extra=()
   [ "$mode" = writeback ] && extra=(--writeback)
   "$TESSERA" mount "sqlite3://$vol/meta.db" "$MNT" -d --cache-dir "$vol/cache" --log "$vol/mount.log" "${extra[@]}" >/dev/null

@@ -89,7 +89,7 @@ verify_acked() {  # every file with a reference copy reads back the same
 # ---------------------------------------------------------------- bucket
 small_fs 24
 META="sqlite3://$WORK/bucket.db"
-"$TESSERA" format "$META" full-bucket --bucket "$SMALL/bucket" >/dev/null 2>&1
+"$TESSERA" format "$META" full-bucket --bucket "$SMALL/bucket" --trash-days 0 >/dev/null 2>&1
 mount_vol "$META"
 enospc=0
 for round in $(seq 1 "$ROUNDS"); do
@@ -119,7 +119,7 @@ rm -f "$WORK"/ref/*
 
 # ---------------------------------------------------------------- cache
 META="sqlite3://$WORK/cache.db"
-"$TESSERA" format "$META" full-cache --bucket "$WORK/cache-bucket" >/dev/null 2>&1
+"$TESSERA" format "$META" full-cache --bucket "$WORK/cache-bucket" --trash-days 0 >/dev/null 2>&1
 mount_vol "$META"
 for i in 1 2 3; do read -r err _ <<<"$(write_file "$MNT/c$i" 40)"; [ "$err" = 0 ] || problem "cache: setup write $i: errno $err"; done
 umount_vol
@@ -145,7 +145,7 @@ rm -f "$WORK"/ref/*
 # ---------------------------------------------------------------- staging
 small_fs 32
 META="sqlite3://$WORK/staging.db"
-"$TESSERA" format "$META" full-staging --bucket "$WORK/staging-bucket" >/dev/null 2>&1
+"$TESSERA" format "$META" full-staging --bucket "$WORK/staging-bucket" --trash-days 0 >/dev/null 2>&1
 mount_vol "$META" --writeback --cache-dir "$SMALL/cache" --upload-delay 60
 for i in $(seq 1 "$ROUNDS"); do
   read -r err _ <<<"$(write_file "$MNT/s$i" 20)"  # more than the staging disk holds across rounds

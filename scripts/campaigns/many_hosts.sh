@@ -96,7 +96,7 @@ forward() {  # forward PORT: 10.77.0.1:PORT -> 127.0.0.1:PORT
 forward "$redis_port"
 forward "$s3_port"
 META="redis://10.77.0.1:$redis_port/0"
-in_net a "$TESSERA" format "$META" hosts --storage s3 --bucket "http://10.77.0.1:$s3_port/hosts" >/dev/null 2>&1
+in_net a "$TESSERA" format "$META" hosts --storage s3 --bucket "http://10.77.0.1:$s3_port/hosts" --trash-days 0 >/dev/null 2>&1
 bound=$((TIMEOUT + TIMEOUT / 2 + TIMEOUT / 5 + 5))
 log "clients in namespaces $TAG""a and $TAG""b; session timeout $TIMEOUT s, lock takeover bound $bound s"
 

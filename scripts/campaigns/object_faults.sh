@@ -88,7 +88,7 @@ check_after_remount() {
 
 if [ "$SETUP" = store ] || [ "$SETUP" = both ]; then
   META="sqlite3://$WORK/store.db"
-  "$TESSERA" format "$META" objfaults --bucket "$WORK/bucket" --block-size 64 >/dev/null 2>&1
+  "$TESSERA" format "$META" objfaults --bucket "$WORK/bucket" --block-size 64 --trash-days 0 >/dev/null 2>&1
   SPEC="seed=$RANDOM,error=0.05,lost_reply=0.01,drop=0.01"
   log "setup 1: fault-injecting store ($SPEC) for $MINUTES min"
   TESSERA_OBJECT_FAULTS=$SPEC "$TESSERA" mount "$META" "$MNT" -d --log "$WORK/mount-store.log" --compact-threshold 8 \
@@ -114,7 +114,7 @@ if [ "$SETUP" = s3 ] || [ "$SETUP" = both ]; then
   proxy=$(awk '/listening/{print $2}' "$WORK/proxy.log")
   [ -n "$proxy" ] || { problem "s3: the proxy did not start"; exit 1; }
   META="sqlite3://$WORK/s3.db"
-  "$TESSERA" format "$META" objfaults-s3 --storage s3 --bucket "http://$proxy/objfaults" --block-size 64 >/dev/null
+  "$TESSERA" format "$META" objfaults-s3 --storage s3 --bucket "http://$proxy/objfaults" --block-size 64 --trash-days 0 >/dev/null
   log "setup 2: S3 server behind a proxy dropping 1% of transfers and delaying some, for $MINUTES min"
   "$TESSERA" mount "$META" "$MNT" -d --log "$WORK/mount-s3.log" --compact-threshold 8 >/dev/null 2>&1
   fsx_for_minutes s3

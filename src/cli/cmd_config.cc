@@ -53,7 +53,7 @@ int Config(const ConfigOptions& o) {
   if (!vol.ok()) return Fail(vol.status().message().empty() ? vol.status().ToString() : vol.status().message());
   meta::Format f = vol->format;
 
-  if (!o.capacity_gib && !o.inodes) {
+  if (!o.capacity_gib && !o.inodes && !o.trash_days) {
     auto j = nlohmann::ordered_json::parse(f.ToJson());
     if (j.contains("Bucket") && j["Bucket"].is_string()) j["Bucket"] = RedactUrl(j["Bucket"].get<std::string>());
     std::printf("%s\n", j.dump(2).c_str());
@@ -84,6 +84,14 @@ int Config(const ConfigOptions& o) {
                                   "fail with ENOSPC",
                                   fs.used_inodes));
     f.inodes = *o.inodes;
+  }
+  if (o.trash_days) {
+    if (*o.trash_days < 0 || *o.trash_days > 36500) return Fail("--trash-days: give days from 0 (off) to 36500");
+    if (*o.trash_days != f.trash_days) changes.push_back(fmt::format("trash-days: {} -> {}", f.trash_days, *o.trash_days));
+    if (*o.trash_days == 0 && f.trash_days > 0)
+      std::fprintf(stderr, "tessera: note: what is in /.trash now stays there (remove it as root) and removals from now "
+                           "on are final\n");
+    f.trash_days = *o.trash_days;
   }
   if (changes.empty()) {
     std::fprintf(stderr, "tessera: nothing to change: the settings already have these values\n");

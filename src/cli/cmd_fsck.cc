@@ -168,9 +168,17 @@ int Fsck(const FsckOptions& o) {
     }
     std::vector<std::string> changes;
     st = vol->meta->Repair(&changes);
-    for (const auto& c : changes) std::printf("repaired: %s\n", c.c_str());
-    if (!st.ok()) return Fail(st.With(fmt::format("repairing (after {} change(s))", changes.size())).ToString());
-    std::fprintf(stderr, "tessera: %zu change(s) made\n", changes.size());
+    size_t made = 0;
+    for (const auto& c : changes) {
+      if (c.rfind("not repaired:", 0) == 0) {
+        std::fprintf(stderr, "tessera: %s\n", c.c_str());
+      } else {
+        std::printf("repaired: %s\n", c.c_str());
+        ++made;
+      }
+    }
+    if (!st.ok()) return Fail(st.With(fmt::format("repairing (after {} change(s))", made)).ToString());
+    std::fprintf(stderr, "tessera: %zu change(s) made\n", made);
   }
   st = vol->meta->Check(&problems);
   if (!st.ok()) return Fail(st.ToString());

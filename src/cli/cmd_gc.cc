@@ -29,6 +29,7 @@
 #include "cli/commands.h"
 #include "common/url.h"
 #include "vfs/compactor.h"
+#include "vfs/trash.h"
 
 namespace tessera::cli {
 
@@ -145,6 +146,14 @@ int Gc(const GcOptions& o) {
                             unreadable));
   };
   Progress progress;
+
+  // 0. With --delete, the trash's expired hours go first (their data becomes
+  // pending deletions, finished below).
+  if (o.delete_leaked && vol->format.trash_days > 0) {
+    auto purged = vfs::PurgeTrash(vol->meta.get(), vol->format.trash_days, std::time(nullptr));
+    if (!purged.ok()) return Fail(purged.status().With("purging the expired trash").ToString());
+    if (*purged > 0) std::printf("trash: %llu expired entr%s removed\n", (unsigned long long)*purged, *purged == 1 ? "y" : "ies");
+  }
 
   // 1. What the metadata references, and what it has queued for deletion.
   std::unordered_map<uint64_t, uint32_t> referenced, pending;

@@ -260,6 +260,10 @@ int Serve(const MountOptions& o, const std::string& mount_point, const std::func
   cfg.backup_interval_s = backup_interval.ok() ? *backup_interval : 3600;
   cfg.backup_keep = o.backup_keep;
   cfg.heartbeat_interval_s = std::clamp(o.session_timeout / 5, 1, 10);
+  if (vol->format.trash_days > 0) {
+    Status trash = vol->meta->EnsureTrash();
+    if (!trash.ok()) LOG_WARN("the trash is off for this mount's removals: {}", trash.ToString());
+  }
   vfs::Vfs vfs(vol->meta.get(), &chunks, cfg);
   Status st = vfs.Start();
   if (!st.ok()) {

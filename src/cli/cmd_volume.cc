@@ -131,6 +131,19 @@ int ShowStatus(const std::string& meta_url) {
   nlohmann::ordered_json out;
   out["Setting"] = nlohmann::ordered_json::parse(f->ToJson());
   out["Usage"] = {{"UsedSpace", fs.total_space - fs.avail_space}, {"UsedInodes", fs.used_inodes}};
+  if (f->trash_days > 0) {
+    // What the trash holds (counted in the usage above, as df shows it).
+    uint64_t files = 0, bytes = 0;
+    st = WalkFiles(m->get(), std::string("/") + meta::kTrashName, meta::kTrashIno,
+                   [&](const std::string&, meta::Ino, const meta::Attr& a) {
+                     ++files;
+                     bytes += a.length;
+                     return Status::OK();
+                   });
+    if (st.code() == ENOENT) st = Status::OK();
+    if (!st.ok()) return Fail(st.With("reading the trash").ToString());
+    out["Trash"] = {{"Days", f->trash_days}, {"Files", files}, {"Bytes", bytes}};
+  }
   out["Sessions"] = nlohmann::ordered_json::array();
   for (const auto& s : *sessions) {
     nlohmann::ordered_json j;

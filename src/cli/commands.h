@@ -30,7 +30,7 @@ struct FormatOptions {
   StoreFlags store;
   uint32_t block_size_kib = 4096;
   std::string compress = "none";
-  int trash_days = 0;
+  int trash_days = 1;
   uint64_t capacity_gib = 0;
   uint64_t inodes = 0;
   bool force = false;
@@ -99,6 +99,7 @@ struct ConfigOptions {
   std::string meta_url;
   std::optional<double> capacity_gib;
   std::optional<uint64_t> inodes;
+  std::optional<int> trash_days;
   std::optional<std::string> block_size, compression, storage, bucket;
   bool yes = false;  // no confirmation for a risky change
 };
@@ -144,6 +145,14 @@ struct LoadArgs {
   StoreFlags store;
 };
 int LoadMeta(const LoadArgs& o);
+
+// `tessera restore META-URL HOUR... [--put-back]` ("all": every hour).
+struct RestoreArgs {
+  std::string meta_url;
+  std::vector<std::string> hours;
+  bool put_back = false;
+};
+int Restore(const RestoreArgs& o);
 int Compact(const std::vector<std::string>& paths);
 int Version();
 

@@ -50,7 +50,9 @@ int main(int argc, char** argv) {
   AddStoreFlags(format, &fo.store);
   format->add_option("--block-size", fo.block_size_kib, "size of a block in KiB (64 to 16384)")->capture_default_str();
   format->add_option("--compress", fo.compress, "compression of blocks: none, lz4 or zstd")->capture_default_str();
-  format->add_option("--trash-days", fo.trash_days, "days deleted files stay in the trash (0 = off)")->capture_default_str();
+  format->add_option("--trash-days", fo.trash_days,
+                     "days removed files stay in /.trash before they are gone for good (0 = removals are final)")
+      ->capture_default_str();
   // Unsigned options get explicit ranges: CLI11 would read "-1" as 2^64-1.
   format->add_option("--capacity", fo.capacity_gib, "volume capacity in GiB (0 = unlimited)")
       ->capture_default_str()->check(CLI::Range(uint64_t(0), uint64_t(1) << 30));
@@ -165,6 +167,7 @@ int main(int argc, char** argv) {
   config->add_option("META-URL", co.meta_url, "metadata engine address")->required();
   config->add_option("--capacity", co.capacity_gib, "space limit in GiB (0 = unlimited)");
   config->add_option("--inodes", co.inodes, "inode limit (0 = unlimited)");
+  config->add_option("--trash-days", co.trash_days, "days removed files stay in /.trash (0 = removals are final)");
   config->add_flag("--yes,-y", co.yes, "do not ask before a risky change (a limit below the current usage)");
   config->add_option("--block-size", co.block_size, "cannot be changed (shown to say why)")->group("Immutable");
   config->add_option("--compression", co.compression, "cannot be changed (shown to say why)")->group("Immutable");
@@ -215,6 +218,16 @@ int main(int argc, char** argv) {
                    "load a backup that mount --backup-meta wrote into this bucket (a directory, or an s3 URL)");
   load->add_option("--storage", loa.storage, "with --from-bucket: its storage type (file or s3)")->capture_default_str();
   AddStoreFlags(load, &loa.store);
+
+  RestoreArgs rsa;
+  auto* restore = app.add_subcommand("restore", "Put files and directories from the trash back where they were removed");
+  restore->footer("Examples:\n  tessera restore sqlite3:///var/lib/tessera/vol.db 2026-12-01-06   # what would move\n"
+                  "  tessera restore sqlite3:///var/lib/tessera/vol.db 2026-12-01-06 2026-12-01-07 --put-back\n"
+                  "HOUR is a directory of /.trash (UTC). Nothing is ever overwritten: an entry whose name is taken "
+                  "stays in the trash and is named.");
+  restore->add_option("META-URL", rsa.meta_url, "metadata engine address")->required();
+  restore->add_option("HOUR", rsa.hours, "trash hours (YYYY-MM-DD-HH), or all")->required();
+  restore->add_flag("--put-back", rsa.put_back, "move the entries back (without it: only list what would move)");
 
   auto* version = app.add_subcommand("version", "Show the version");
 
@@ -281,6 +294,7 @@ int main(int argc, char** argv) {
   if (*destroy) return Destroy(dso);
   if (*gc) return Gc(gco);
   if (*dump) return DumpMeta(dua);
+  if (*restore) return Restore(rsa);
   if (*load) return LoadMeta(loa);
   if (*compact) return Compact(compact_paths);
   if (*version) return Version();

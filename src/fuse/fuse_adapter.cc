@@ -49,7 +49,7 @@ void FillStat(Ino ino, const Attr& a, struct stat* st) {
   std::memset(st, 0, sizeof(*st));
   st->st_ino = ino;
   st->st_mode = a.mode;
-  st->st_nlink = a.nlink;
+  st->st_nlink = meta::InTrash(a) ? 0 : a.nlink;  // removed for good as far as POSIX goes
   st->st_uid = a.uid;
   st->st_gid = a.gid;
   st->st_rdev = a.rdev;

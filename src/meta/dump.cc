@@ -140,12 +140,17 @@ class Dumper {
     return Emit(rec);
   }
 
+  // An inode named by an entry could not be read: on Redis (no snapshot)
+  // it may have been removed meanwhile; on the SQL engines the entry is
+  // dangling (fsck finds it).
   Status Missing(const Status& st, Ino ino) const {
+    const std::string which = ino != 0 ? fmt::format("inode {}", ino) : st.message();
     if (st.code() == ENOENT)
-      return Status::Err(EAGAIN, fmt::format("inode {} vanished while the dump ran: the volume changed and this engine "
-                                             "has no snapshot; dump again, on a quiet volume",
-                                             ino));
-    return st.With(fmt::format("reading inode {}", ino));
+      return Status::Err(EAGAIN, fmt::format("{} is named by a directory entry but cannot be read: it was removed while "
+                                             "the dump ran (Redis dumps have no snapshot: dump again, on a quiet "
+                                             "volume), or the entry is dangling ('tessera fsck' finds it)",
+                                             which));
+    return st.With("reading " + which);
   }
 
   Status Emit(const InodeRecord& rec) {
@@ -225,7 +230,7 @@ class Dumper {
         RETURN_IF_ERROR(Line(Json{{"d", f.dir}, {"e", std::move(e)}}));
         if (!which.empty()) {
           Status st2 = r.Inodes(which, &f.records);
-          if (!st2.ok()) return Missing(st2, which.front().first);
+          if (!st2.ok()) return Missing(st2, which.size() == 1 ? which.front().first : 0);
         } else {
           f.records.clear();
         }
@@ -406,7 +411,7 @@ class Loader {
     }
     if (j.contains("chunks")) RETURN_IF_ERROR(AddChunks(j["chunks"], &rec));
     if (a.IsFile()) used_space_ += Align4K(a.length);
-    max_ino_ = std::max(max_ino_, rec.ino);
+    if (!IsTrashIno(rec.ino)) max_ino_ = std::max(max_ino_, rec.ino);  // the trash's numbers are apart
     ++stats_->inodes;
     pending_ = std::move(rec);
     has_pending_ = true;
@@ -549,8 +554,10 @@ Status Load(Meta* meta, const LoadOptions& opts, const LineReader& in, DumpStats
   }
   if (st.ok()) return st;
   Status undo = meta->Reset();
-  if (!undo.ok()) return st.With(fmt::format("and emptying the engine again failed ({}): empty it before loading again",
-                                             undo.ToString()));
+  if (!undo.ok())
+    return Status::Err(EIO, fmt::format("{}; emptying the engine again failed too ({}): it holds part of the dump, "
+                                        "empty it before loading again",
+                                        st.ToString(), undo.ToString()));
   return st.With("nothing was loaded");
 }
 

@@ -66,6 +66,8 @@ class FaultMeta final : public Meta {
   Status Init(const Format& format, bool force) override { return inner_->Init(format, force); }
   Result<Format> Load() override { return inner_->Load(); }
   Status Reset() override { return inner_->Reset(); }
+  Status EnsureTrash() override { return inner_->EnsureTrash(); }
+  int TrashDays() const override { return inner_->TrashDays(); }
   Status ReadTree(const std::function<Status(TreeReader&)>& fn) override { return inner_->ReadTree(fn); }
   Status WriteTree(const std::function<Status(TreeWriter&)>& fn) override { return inner_->WriteTree(fn); }
   Result<bool> IsEmpty() override { return inner_->IsEmpty(); }

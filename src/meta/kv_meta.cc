@@ -215,7 +215,8 @@ Status KvMeta::Init(const Format& format, bool force) {
     return Status::OK();
   }));
   auto loaded = Load();
-  return loaded.ok() ? Status::OK() : loaded.status();
+  if (!loaded.ok()) return loaded.status();
+  return loaded->trash_days > 0 ? EnsureTrash() : Status::OK();
 }
 
 Result<Format> KvMeta::Load() {
@@ -477,6 +478,72 @@ Status KvMeta::Mknod(const Context& ctx, Ino parent, const std::string& name, ui
   });
 }
 
+// ---------------------------------------------------------------- trash
+
+Status KvMeta::EnsureTrash() {
+  Timespec now = Now();
+  return engine_->Run([&](kv::Txn& tx) {
+    Attr trash;
+    Status st = GetAttrTx(tx, kTrashIno, &trash);
+    if (st.ok()) return Status::OK();
+    if (!st.not_found()) return st;
+    Ino existing = 0;
+    uint32_t type = 0;
+    if (GetEntryTx(tx, kRootIno, kTrashName, &existing, &type).ok())
+      return Status::Err(EEXIST, "the root holds a '.trash' that is not the trash: rename it to turn the trash on");
+    Attr root;
+    RETURN_IF_ERROR(GetAttrTx(tx, kRootIno, &root));
+    trash.mode = S_IFDIR | 0555;
+    trash.nlink = 2;
+    trash.parent = kRootIno;
+    trash.atime = trash.mtime = trash.ctime = now;
+    RETURN_IF_ERROR(PutAttrTx(tx, kTrashIno, trash));
+    RETURN_IF_ERROR(tx.Put(EntryKey(kRootIno, kTrashName), EncodeEntry(kTrashIno, S_IFDIR)));
+    root.nlink++;
+    RETURN_IF_ERROR(PutAttrTx(tx, kRootIno, root));
+    return IncrTx(tx, kTotalInodes, 1);
+  });
+}
+
+Result<bool> KvMeta::TrashTx(kv::Txn& tx, const Context& ctx, Ino parent, const std::string& name, Ino ino,
+                             Attr* attr, const Timespec& now) {
+  if (limits_.TrashDays() == 0 || ctx.no_trash || IsTrashIno(parent)) return false;
+  Attr trash;
+  Status st = GetAttrTx(tx, kTrashIno, &trash);
+  if (st.not_found()) return false;  // trash on, /.trash not made yet (EnsureTrash): delete
+  RETURN_IF_ERROR(st);
+  const Ino hour = TrashHourIno(now.sec);
+  Attr hattr;
+  st = GetAttrTx(tx, hour, &hattr);
+  if (st.not_found()) {
+    hattr = Attr{};
+    hattr.mode = S_IFDIR | 0555;
+    hattr.nlink = 2;
+    hattr.parent = kTrashIno;
+    hattr.atime = hattr.mtime = hattr.ctime = now;
+    RETURN_IF_ERROR(tx.Put(EntryKey(kTrashIno, TrashHourName(now.sec)), EncodeEntry(hour, S_IFDIR)));
+    trash.nlink++;
+    trash.mtime = trash.ctime = now;
+    RETURN_IF_ERROR(PutAttrTx(tx, kTrashIno, trash));
+    RETURN_IF_ERROR(IncrTx(tx, kTotalInodes, 1));
+  } else {
+    RETURN_IF_ERROR(st);
+  }
+  RETURN_IF_ERROR(tx.Put(EntryKey(hour, TrashEntryName(parent, ino, name)), EncodeEntry(ino, attr->mode & S_IFMT)));
+  if (attr->IsDir()) {
+    attr->nlink = 2;
+    hattr.nlink++;
+  } else {
+    attr->nlink = 1;
+  }
+  attr->parent = hour;
+  attr->ctime = now;
+  RETURN_IF_ERROR(PutAttrTx(tx, ino, *attr));
+  hattr.mtime = hattr.ctime = now;
+  RETURN_IF_ERROR(PutAttrTx(tx, hour, hattr));
+  return true;
+}
+
 Status KvMeta::Unlink(const Context& ctx, Ino parent, const std::string& name) {
   if (IsDotName(name)) return Status::Err(EISDIR);
   RETURN_IF_ERROR(ValidName(name));
@@ -492,7 +559,8 @@ Status KvMeta::Unlink(const Context& ctx, Ino parent, const std::string& name) {
     attr.nlink--;
     attr.ctime = now;
     if (attr.nlink > 0) return PutAttrTx(tx, ino, attr);
-    return ReleaseInodeTx(tx, ino, attr);
+    ASSIGN_OR_RETURN(bool trashed, TrashTx(tx, ctx, parent, name, ino, &attr, now));
+    return trashed ? Status::OK() : ReleaseInodeTx(tx, ino, attr);
   });
 }
 
@@ -515,7 +583,8 @@ Status KvMeta::Rmdir(const Context& ctx, Ino parent, const std::string& name) {
     RETURN_IF_ERROR(PutAttrTx(tx, parent, pattr));
     attr.nlink = 0;
     attr.ctime = now;
-    return ReleaseInodeTx(tx, ino, attr);
+    ASSIGN_OR_RETURN(bool trashed, TrashTx(tx, ctx, parent, name, ino, &attr, now));
+    return trashed ? Status::OK() : ReleaseInodeTx(tx, ino, attr);
   });
 }
 
@@ -609,12 +678,15 @@ Status KvMeta::Rename(const Context& ctx, Ino psrc, const std::string& nsrc, Ino
         if (dattr.IsDir()) {
           dp.nlink--;
           dattr.nlink = 0;
-          RETURN_IF_ERROR(ReleaseInodeTx(tx, dino, dattr));
         } else {
           dattr.nlink--;
-          dattr.ctime = now;
-          if (dattr.nlink > 0) RETURN_IF_ERROR(PutAttrTx(tx, dino, dattr));
-          else RETURN_IF_ERROR(ReleaseInodeTx(tx, dino, dattr));
+        }
+        dattr.ctime = now;
+        if (dattr.nlink > 0) {
+          RETURN_IF_ERROR(PutAttrTx(tx, dino, dattr));
+        } else {
+          ASSIGN_OR_RETURN(bool trashed, TrashTx(tx, ctx, pdst, ndst, dino, &dattr, now));
+          if (!trashed) RETURN_IF_ERROR(ReleaseInodeTx(tx, dino, dattr));
         }
       }
       if (sattr.IsDir() && psrc != pdst) {

@@ -34,6 +34,8 @@ class KvMeta final : public Meta {
   Status Init(const Format& format, bool force) override;
   Result<Format> Load() override;
   Status StatFS(const Context& ctx, StatFs* out) override;
+  Status EnsureTrash() override;
+  int TrashDays() const override { return limits_.TrashDays(); }
 
   Status NewSession(const SessionInfo& info) override;
   Status Heartbeat() override;
@@ -102,6 +104,11 @@ class KvMeta final : public Meta {
   // queued for reclaiming.
   Status ReleaseInodeTx(kv::Txn& tx, Ino ino, const Attr& attr);
   Status DeleteInodeTx(kv::Txn& tx, Ino ino, const Attr& attr);
+  // With the trash on, moves an inode whose last name went (attr: its nlink
+  // at 0) into the trash's directory of this hour; false: the caller
+  // deletes it (trash off, ctx.no_trash, or removed from the trash).
+  Result<bool> TrashTx(kv::Txn& tx, const Context& ctx, Ino parent, const std::string& name, Ino ino, Attr* attr,
+                       const Timespec& now);
   Status CleanSessionTx(kv::Txn& tx, uint64_t sid);
   Status TruncateChunksTx(kv::Txn& tx, Ino ino, uint64_t old_len, uint64_t new_len);
   Status AppendHoleTx(kv::Txn& tx, Ino ino, uint64_t off, uint64_t end);

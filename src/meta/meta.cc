@@ -27,6 +27,23 @@ bool Attr::IsDir() const { return S_ISDIR(mode); }
 bool Attr::IsFile() const { return S_ISREG(mode); }
 bool Attr::IsSymlink() const { return S_ISLNK(mode); }
 
+bool InTrash(const Attr& a) { return a.parent > kTrashIno; }
+
+std::string TrashHourName(int64_t unix_sec) {
+  std::time_t t = std::time_t(unix_sec);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%d-%H", &tm);
+  return buf;
+}
+
+std::string TrashEntryName(Ino parent, Ino ino, const std::string& name) {
+  std::string s = std::to_string(parent) + "-" + std::to_string(ino) + "-" + name;
+  if (s.size() > kMaxName) s.resize(kMaxName);
+  return s;
+}
+
 Status TreeReader::Inodes(const std::vector<std::pair<Ino, uint32_t>>& which, std::vector<InodeRecord>* out) {
   out->resize(which.size());
   for (size_t i = 0; i < which.size(); ++i) RETURN_IF_ERROR(Inode(which[i].first, which[i].second, &(*out)[i]));

@@ -30,6 +30,23 @@ constexpr size_t kMaxName = 255;
 constexpr size_t kMaxSymlink = 4095;
 constexpr uint64_t kMaxFileSize = 1ull << 50;  // 1 PiB
 
+// The trash (docs/format.md, "Trash"): the directory /.trash (inode
+// kTrashIno) holds one directory per UTC hour, "YYYY-MM-DD-HH", whose inode
+// is kTrashIno + 1 + hours since the epoch; an inode removed for good while
+// the volume's trash-days is not 0 goes into the hour's directory as
+// "<parent>-<ino>-<name>" instead. kTrashIno is below 2^53: Redis's Lua
+// numbers are doubles.
+constexpr Ino kTrashIno = 0xF000000000000ull;
+constexpr const char* kTrashName = ".trash";
+inline bool IsTrashIno(Ino ino) { return ino >= kTrashIno; }
+// Is an inode with these attributes in the trash (one of an hour's entries)?
+// Such files are shown with st_nlink 0, as POSIX has it after the last unlink.
+bool InTrash(const struct Attr& a);
+inline Ino TrashHourIno(int64_t unix_sec) { return kTrashIno + 1 + Ino(unix_sec / 3600); }
+std::string TrashHourName(int64_t unix_sec);  // "YYYY-MM-DD-HH", UTC
+// "<parent>-<ino>-<name>", at most kMaxName bytes.
+std::string TrashEntryName(Ino parent, Ino ino, const std::string& name);
+
 struct Timespec {
   int64_t sec = 0;
   uint32_t nsec = 0;
@@ -58,6 +75,8 @@ struct Context {
   uint32_t gid = 0;
   uint32_t pid = 0;
   std::vector<uint32_t> gids;
+  // Removals bypass the trash (emptying the trash itself).
+  bool no_trash = false;
   bool IsRoot() const { return uid == 0; }
   bool InGroup(uint32_t g) const;
   static Context Root() { return Context{}; }
@@ -181,6 +200,13 @@ class Meta {
   // as for JuiceFS).
   virtual Status Reset() = 0;
   virtual Status StatFS(const Context& ctx, StatFs* out) = 0;
+  // Creates /.trash if it does not exist (format, mount and `config
+  // --trash-days` call it when the trash is on). EEXIST when the root holds
+  // something else under that name.
+  virtual Status EnsureTrash() = 0;
+  // The volume's trash-days as this client knows it (loaded, refreshed at
+  // each heartbeat).
+  virtual int TrashDays() const = 0;
 
   // ---- sessions (one per mount) ----
   // Starts this client's session (again after it expired: the old one's

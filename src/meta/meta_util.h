@@ -59,8 +59,11 @@ struct VolumeLimits {
   void Set(const Format& f) {
     capacity.store(f.capacity, std::memory_order_relaxed);
     inodes.store(f.inodes, std::memory_order_relaxed);
+    trash_days.store(f.trash_days, std::memory_order_relaxed);
   }
+  std::atomic<int> trash_days{0};
   uint64_t Capacity() const { return capacity.load(std::memory_order_relaxed); }
+  int TrashDays() const { return trash_days.load(std::memory_order_relaxed); }
   uint64_t Inodes() const { return inodes.load(std::memory_order_relaxed); }
 };
 

@@ -38,6 +38,7 @@ local S_IFMT, S_IFDIR, S_IFREG, S_IFLNK = 61440, 16384, 32768, 40960
 local S_ISUID, S_ISGID, S_ISVTX, S_IXGRP = 2048, 1024, 512, 8
 local R_OK, W_OK, X_OK = 4, 2, 1
 local ROOT = 1
+local TRASH = 4222124650659840 -- 0xF000000000000, kTrashIno (meta.h)
 local CHUNK = 67108864
 local MAX_FILE = 1125899906842624 -- 2^50, kMaxFileSize
 local ATTR = '<BI4I4I4I4I4I8I8i8I4i8I4i8I4'
@@ -286,6 +287,57 @@ local function delete_inode(ino, a)
   incr('totalInodes', -1)
 end
 
+-- The trash (meta.h, kTrashIno): with `hour` the name of this hour's trash
+-- directory ('' = trash off), an inode whose last name went (nlink at 0)
+-- moves into it as "<parent>-<ino>-<name>" and true is returned; false: the
+-- caller deletes it (trash off, /.trash missing, or removed from the trash).
+local function trash_inode(hour, now, parent, name, ino, a)
+  if hour == '' or parent >= TRASH then return false end
+  local t = get_attr(TRASH)
+  if not t then return false end
+  local hino = TRASH + 1 + math.floor(now[1] / 3600)
+  local h = get_attr(hino)
+  if not h then
+    h = { mode = S_IFDIR + 365, uid = 0, gid = 0, nlink = 2, rdev = 0, length = 0, parent = TRASH,
+          asec = now[1], ansec = now[2], msec = now[1], mnsec = now[2], csec = now[1], cnsec = now[2] }
+    put_entry(TRASH, hour, hino, S_IFDIR)
+    t.nlink = t.nlink + 1
+    set_mtime(t, now)
+    put_attr(TRASH, t)
+    incr('totalInodes', 1)
+  end
+  local tname = string.sub(string.format('%d-%d-', parent, ino) .. name, 1, 255)
+  put_entry(hino, tname, ino, a.mode)
+  if is_dir(a) then
+    a.nlink = 2
+    h.nlink = h.nlink + 1
+  else
+    a.nlink = 1
+  end
+  a.parent = hino
+  set_ctime(a, now)
+  put_attr(ino, a)
+  set_mtime(h, now)
+  put_attr(hino, h)
+  return true
+end
+
+-- Creates /.trash if missing (meta.h, EnsureTrash).
+local function ensure_trash(args)
+  local now = now_of(args, 1)
+  if get_attr(TRASH) then return { 0 } end
+  if get_entry(ROOT, '.trash') then fail(EEXIST) end
+  local root = must_attr(ROOT)
+  local t = { mode = S_IFDIR + 365, uid = 0, gid = 0, nlink = 2, rdev = 0, length = 0, parent = ROOT,
+              asec = now[1], ansec = now[2], msec = now[1], mnsec = now[2], csec = now[1], cnsec = now[2] }
+  put_attr(TRASH, t)
+  put_entry(ROOT, '.trash', TRASH, S_IFDIR)
+  root.nlink = root.nlink + 1
+  put_attr(ROOT, root)
+  incr('totalInodes', 1)
+  return { 0 }
+end
+
 -- nlink reached 0: with a session, the inode is kept ("sustained") for that
 -- session, which releases it once it holds no reference (the client decides,
 -- it knows its open files); returns the inode so it can. Without a session it
@@ -378,6 +430,7 @@ local function unlink(args)
     put_attr(ino, a)
     return { 0, 0 }
   end
+  if trash_inode(args[9], now, parent, name, ino, a) then return { 0, 0 } end
   return { 0, release_inode(sid, ino, a) }
 end
 
@@ -392,6 +445,7 @@ local function rmdir(args)
   put_attr(parent, p)
   a.nlink = 0
   set_ctime(a, now)
+  if trash_inode(args[9], now, parent, name, ino, a) then return { 0, 0 } end
   return { 0, release_inode(sid, ino, a) }
 end
 
@@ -459,11 +513,14 @@ local function rename(args)
       if is_dir(dattr) then
         dp.nlink = dp.nlink - 1
         dattr.nlink = 0
-        released = release_inode(sid, dino, dattr)
       else
         dattr.nlink = dattr.nlink - 1
-        set_ctime(dattr, now)
-        if dattr.nlink > 0 then put_attr(dino, dattr) else released = release_inode(sid, dino, dattr) end
+      end
+      set_ctime(dattr, now)
+      if dattr.nlink > 0 then
+        put_attr(dino, dattr)
+      elseif not trash_inode(args[12], now, pdst, ndst, dino, dattr) then
+        released = release_inode(sid, dino, dattr)
       end
     end
     if is_dir(sattr) and psrc ~= pdst then
@@ -932,11 +989,10 @@ local function dump_inodes(args)
       local xattrs = redis.call('HGETALL', key('x', ino))
       local idx = redis.call('ZRANGEBYSCORE', key('k', ino), '-inf', '+inf')
       local lists = {}
-      if #idx > 0 then
+      for from = 1, #idx, 1000 do -- unpack has a stack limit: MGET in slices
         local ks = {}
-        for i, s in ipairs(idx) do ks[i] = chunk_key(ino, tonumber(s)) end
-        lists = redis.call('MGET', unpack(ks))
-        for i, v in ipairs(lists) do if not v then lists[i] = '' end end
+        for i = from, math.min(#idx, from + 999) do ks[#ks + 1] = chunk_key(ino, tonumber(idx[i])) end
+        for _, v in ipairs(redis.call('MGET', unpack(ks))) do lists[#lists + 1] = v or '' end
       end
       out[#out + 1] = { a, target, xattrs, idx, lists }
     end
@@ -1037,6 +1093,7 @@ register('release', release)
 register('clean_session', clean_session)
 register('heartbeat', heartbeat)
 register('claim_job', claim_job)
+register('ensure_trash', ensure_trash)
 register('reclaim', reclaim)
 register('dump_inodes', dump_inodes, true)
 register('load', load)

@@ -172,7 +172,8 @@ Status RedisMeta::Init(const Format& format, bool force) {
     RETURN_IF_ERROR(Cmd(kOpOther, {"SET", keys::kNextInode, std::to_string(kRootIno)}).status());
     RETURN_IF_ERROR(Cmd(kOpOther, {"SET", keys::kTotalInodes, "1"}).status());
   }
-  return Load().status();
+  ASSIGN_OR_RETURN(Format loaded, Load());
+  return loaded.trash_days > 0 ? EnsureTrash() : Status::OK();
 }
 
 Result<Format> RedisMeta::Load() {
@@ -339,10 +340,20 @@ Status RedisMeta::Mknod(const Context& ctx, Ino parent, const std::string& name,
   return DecodeAttr(r.at(1).str(), attr);
 }
 
+std::string RedisMeta::TrashArg(const Context& ctx, const Timespec& now) const {
+  return limits_.TrashDays() == 0 || ctx.no_trash ? std::string() : TrashHourName(now.sec);
+}
+
+Status RedisMeta::EnsureTrash() {
+  return Fcall(kOpOther, "ensure_trash", Args().Time(Now()).views()).status().With("creating /.trash");
+}
+
 Status RedisMeta::Unlink(const Context& ctx, Ino parent, const std::string& name) {
   if (IsDotName(name)) return Status::Err(EISDIR);
   RETURN_IF_ERROR(ValidName(name));
-  ASSIGN_OR_RETURN(auto r, Fcall(kOpUnlink, "unlink", Args().Ctx(ctx).Time(Now()).Num(sid_.load()).Num(parent).Str(name).views()));
+  const Timespec now = Now();
+  ASSIGN_OR_RETURN(auto r, Fcall(kOpUnlink, "unlink",
+                                 Args().Ctx(ctx).Time(now).Num(sid_.load()).Num(parent).Str(name).Own(TrashArg(ctx, now)).views()));
   return Released(r.at(1).integer());
 }
 
@@ -350,7 +361,9 @@ Status RedisMeta::Rmdir(const Context& ctx, Ino parent, const std::string& name)
   if (name == ".") return Status::Err(EINVAL);
   if (name == "..") return Status::Err(ENOTEMPTY);
   RETURN_IF_ERROR(ValidName(name));
-  ASSIGN_OR_RETURN(auto r, Fcall(kOpRmdir, "rmdir", Args().Ctx(ctx).Time(Now()).Num(sid_.load()).Num(parent).Str(name).views()));
+  const Timespec now = Now();
+  ASSIGN_OR_RETURN(auto r, Fcall(kOpRmdir, "rmdir",
+                                 Args().Ctx(ctx).Time(now).Num(sid_.load()).Num(parent).Str(name).Own(TrashArg(ctx, now)).views()));
   return Released(r.at(1).integer());
 }
 
@@ -358,7 +371,8 @@ Status RedisMeta::Rename(const Context& ctx, Ino psrc, const std::string& nsrc, 
                          uint32_t flags, Ino* ino, Attr* attr) {
   RETURN_IF_ERROR(CheckRenameArgs(nsrc, ndst, flags));
   Args a;
-  a.Ctx(ctx).Time(Now()).Num(sid_.load()).Num(psrc).Str(nsrc).Num(pdst).Str(ndst).Num(flags);
+  const Timespec now = Now();
+  a.Ctx(ctx).Time(now).Num(sid_.load()).Num(psrc).Str(nsrc).Num(pdst).Str(ndst).Num(flags).Own(TrashArg(ctx, now));
   ASSIGN_OR_RETURN(auto r, Fcall(kOpRename, "rename", a.views()));
   *ino = Ino(r.at(1).integer());
   RETURN_IF_ERROR(DecodeAttr(r.at(2).str(), attr));

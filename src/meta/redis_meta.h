@@ -26,6 +26,8 @@ class RedisMeta final : public Meta {
   Status Init(const Format& format, bool force) override;
   Result<Format> Load() override;
   Status StatFS(const Context& ctx, StatFs* out) override;
+  Status EnsureTrash() override;
+  int TrashDays() const override { return limits_.TrashDays(); }
 
   Status NewSession(const SessionInfo& info) override;
   Status Heartbeat() override;
@@ -106,6 +108,9 @@ class RedisMeta final : public Meta {
   Status Released(int64_t ino);
   Status ReleaseNow(Ino ino);
   Result<int64_t> Incr(const char* counter, int64_t delta);
+  // The trash hour directory's name for a removal at `now`, "" when the
+  // trash is off for it (meta.h, kTrashIno).
+  std::string TrashArg(const Context& ctx, const Timespec& now) const;
 
   const std::unique_ptr<redis::Client> client_;
   std::array<std::atomic<uint64_t>, kOpCount> requests_{};

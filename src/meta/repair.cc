@@ -26,7 +26,10 @@ Status RepairTree(Meta* meta, std::unordered_map<Ino, Attr> attrs, std::vector<E
   for (const auto& [parent, name, child] : entries) {
     if (attrs.count(child) == 0 || attrs.count(parent) == 0) {
       drop.emplace_back(parent, name);
-      changes->push_back(fmt::format("removed entry '{}' of directory {}: inode {} does not exist", name, parent, child));
+      changes->push_back(attrs.count(parent) == 0
+                             ? fmt::format("removed entry '{}' of directory {}, which does not exist", name, parent)
+                             : fmt::format("removed entry '{}' of directory {}: inode {} does not exist", name, parent,
+                                           child));
       continue;
     }
     names[child]++;
@@ -38,6 +41,14 @@ Status RepairTree(Meta* meta, std::unordered_map<Ino, Attr> attrs, std::vector<E
   for (const auto& [ino, a] : attrs)
     if (ino != kRootIno && a.nlink > 0 && names[ino] == 0) orphans.push_back(ino);
   std::sort(orphans.begin(), orphans.end());
+  // Dangling entries go first: /lost+found itself may be one.
+  for (size_t from = 0; from < drop.size(); from += kBatch) {
+    RETURN_IF_ERROR(meta->WriteTree([&](TreeWriter& w) -> Status {
+      for (size_t i = from; i < std::min(drop.size(), from + kBatch); ++i)
+        RETURN_IF_ERROR(w.DeleteEntry(drop[i].first, drop[i].second));
+      return Status::OK();
+    }));
+  }
   Ino lost = 0;
   if (!orphans.empty()) {
     Attr la;
@@ -92,7 +103,7 @@ Status RepairTree(Meta* meta, std::unordered_map<Ino, Attr> attrs, std::vector<E
   }
   for (const auto& [ino, a] : attrs)
     if (a.IsDir() && names[ino] > 1)
-      changes->push_back(fmt::format("directory {} has {} names: not repaired (remove the wrong ones by hand)", ino,
+      changes->push_back(fmt::format("not repaired: directory {} has {} names (remove the wrong ones by hand)", ino,
                                      names[ino]));
 
   // Counters.
@@ -111,8 +122,6 @@ Status RepairTree(Meta* meta, std::unordered_map<Ino, Attr> attrs, std::vector<E
 
   // Apply, in batches.
   std::vector<std::function<Status(TreeWriter&)>> ops;
-  for (const auto& [parent, name] : drop)
-    ops.push_back([p = parent, n = name](TreeWriter& w) { return w.DeleteEntry(p, n); });
   for (const auto& [parent, name, child] : added)
     ops.push_back([p = parent, n = name, c = child, m = attrs[child].mode](TreeWriter& w) {
       return w.PutEntry(p, n, c, m & S_IFMT);

@@ -10,6 +10,7 @@
 
 #include "common/log.h"
 #include "vfs/meta_backup.h"
+#include "vfs/trash.h"
 
 namespace tessera::vfs {
 
@@ -46,7 +47,7 @@ Status Vfs::Start() {
   auto cleaned = meta_->CleanStaleSessions(config_.session_timeout_s);
   if (cleaned.ok() && *cleaned > 0) LOG_INFO("cleaned {} stale session(s)", *cleaned);
   bg_thread_ = std::thread([this] { BackgroundLoop(); });
-  if (config_.backup_interval_s > 0) backup_thread_ = std::thread([this] { BackupLoop(); });
+  backup_thread_ = std::thread([this] { BackupLoop(); });
   started_ = true;
   return Status::OK();
 }
@@ -109,12 +110,18 @@ void Vfs::BackgroundLoop() {
 }
 
 void Vfs::BackupLoop() {
-  const auto period = std::chrono::seconds(std::clamp<int64_t>(config_.backup_interval_s / 4, 1, 60));
+  const int64_t backups = config_.backup_interval_s;
+  const auto period = std::chrono::seconds(std::clamp<int64_t>(backups > 0 ? backups / 4 : 60, 1, 60));
   std::unique_lock<std::mutex> lk(bg_mu_);
   while (!stopping_) {
     bg_cv_.wait_for(lk, period);
     if (stopping_) break;
     lk.unlock();
+    PurgeTrashJob();
+    if (backups <= 0) {
+      lk.lock();
+      continue;
+    }
     auto claimed = meta_->ClaimJob("backup", config_.backup_interval_s);
     if (!claimed.ok()) {
       LOG_WARN("metadata backup: claiming the job: {} (trying again in {} s)", claimed.status().ToString(),
@@ -134,6 +141,24 @@ void Vfs::BackupLoop() {
       }
     }
     lk.lock();
+  }
+}
+
+void Vfs::PurgeTrashJob() {
+  const int days = meta_->TrashDays();  // refreshed at each heartbeat (tessera config)
+  if (days <= 0) return;
+  auto claimed = meta_->ClaimJob("trash", config_.trash_purge_interval_s);
+  if (!claimed.ok()) {
+    LOG_WARN("trash purge: claiming the job: {}", claimed.status().ToString());
+    return;
+  }
+  if (!*claimed) return;
+  auto removed = PurgeTrash(meta_, days, meta::Now().sec, &backup_cancel_);
+  if (removed.ok()) {
+    if (*removed > 0) LOG_INFO("trash: {} expired entries removed", *removed);
+  } else if (removed.status().code() != ECANCELED) {
+    LOG_ERROR("trash purge failed: {} (next attempt in {} s)", removed.status().ToString(),
+              config_.trash_purge_interval_s);
   }
 }
 

@@ -65,6 +65,8 @@ struct Config {
   // client of the volume at a time, keeping the newest backup_keep.
   int64_t backup_interval_s = 3600;
   size_t backup_keep = 10;
+  // How often one client of the volume purges the trash's expired hours.
+  int64_t trash_purge_interval_s = 3600;
   std::string mount_point;
 };
 
@@ -194,6 +196,8 @@ class Vfs {
   // Metadata backups (meta_backup.h): claims the job once a minute at most
   // and writes a backup when the claim succeeds.
   void BackupLoop();
+  // Removes the trash's expired hours when this client claims the job.
+  void PurgeTrashJob();
   // The session expired: other clients cleaned it after the session timeout
   // (this client was cut off). Pending writes are discarded, never committed
   // over what others wrote since; handles opened before fail with EIO (reads

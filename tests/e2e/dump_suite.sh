@@ -105,7 +105,7 @@ for url in "$REDIS" "$PG" "sqlite3://$WORK/b.db"; do
   mount_vol "$url"
   listing "$MNT" >"$WORK/tree-$name"
   diff "$WORK/tree-source" "$WORK/tree-$name" >&2 || fail "the tree loaded into $name differs"
-  diff -r --no-dereference -x fifo "$SRC" "$MNT" || fail "diff -r of the volume loaded into $name"
+  diff -r --no-dereference -x fifo -x .trash "$SRC" "$MNT" || fail "diff -r of the volume loaded into $name"
   [ -p "$MNT/fifo" ] || fail "the fifo is gone in $name"
   # New files get fresh inode numbers and slices, never those of loaded files.
   echo new >"$MNT/new-file"
@@ -203,7 +203,7 @@ log "  $made backups written, 3 kept; load the newest from the bucket"
 grep -q "loading the backup meta/dump-" "$WORK/load.out" || fail "load --from-bucket: $(cat "$WORK/load.out")"
 mount_vol "sqlite3://$WORK/r.db"
 [ "$(cat "$MNT/late-file")" = "after the backup started" ] || fail "the restored backup misses a file"
-diff -r --no-dereference -x fifo -x late-file "$SRC" "$MNT" || fail "diff -r of the volume restored from a backup"
+diff -r --no-dereference -x fifo -x late-file -x .trash "$SRC" "$MNT" || fail "diff -r of the volume restored from a backup"
 umount_vol
 oldest=$(ls "$WORK/bucket/meta" | head -1)
 "$T" load "sqlite3://$WORK/r2.db" "meta/$oldest" --from-bucket "$WORK/bucket" >/dev/null 2>&1 || fail "load of a named backup"

@@ -12,7 +12,7 @@ FULLMNT=$WORK/fullmnt
 mkdir -p "$SMALL" "$FULLMNT"
 mount -t tmpfs -o size=24m tmpfs "$SMALL" || fail "cannot mount a small tmpfs for the bucket"
 FULLMETA="sqlite3://$WORK/full.db"
-"$TESSERA" format "$FULLMETA" full-vol --bucket "$SMALL/bucket" >/dev/null || fail "format on the small bucket"
+"$TESSERA" format "$FULLMETA" full-vol --bucket "$SMALL/bucket" --trash-days 0 >/dev/null || fail "format on the small bucket"
 "$TESSERA" mount "$FULLMETA" "$FULLMNT" -d --log "$WORK/mount.log" || fail "mount on the small bucket"
 bucket_kib() { du -sk "$SMALL/bucket" | cut -f1; }
 

@@ -3,7 +3,7 @@
 # chunk/block boundaries are crossed often).
 # Usage: run_e2e.sh TESSERA_BINARY E2E_BIN_DIR [SUITE...]
 # Suites: posix fsx compact concurrency persist build twomounts crash fsck
-#         faults sessions redis-restart writeback fullbucket gc (default: the first nine).
+#         faults sessions redis-restart writeback fullbucket gc trash (default: the first nine).
 # The volume's engine and storage (the servers come from tests/tools/with-*.sh):
 #   TESSERA_E2E_META=sqlite (default) | redis ($TESSERA_TEST_REDIS_URL) | postgres ($TESSERA_TEST_PG_URL)
 #   TESSERA_E2E_STORAGE=file (default) | s3 ($TESSERA_TEST_S3_ENDPOINT, AWS_* credentials)
@@ -88,7 +88,16 @@ fail() {
   exit 1
 }
 
-"$TESSERA" format "$META" e2e-vol "${STORE_ARGS[@]}" --block-size 64 >/dev/null
+# The trash is on (the default) when every suite is one that must pass with
+# it: POSIX (where POSIX and the trash conflict, POSIX wins), fsx,
+# concurrency and the trash suite itself. Suites that check that removed
+# data is reclaimed at once run without it.
+TRASH_DAYS=1
+for suite in $SUITES; do
+  case $suite in posix | fsx | concurrency | fsck | trash) ;; *) TRASH_DAYS=0 ;; esac
+done
+log "trash-days $TRASH_DAYS"
+"$TESSERA" format "$META" e2e-vol "${STORE_ARGS[@]}" --block-size 64 --trash-days "$TRASH_DAYS" >/dev/null
 if [ "$STORAGE" = s3 ]; then
   log "mount with a wrong secret key fails at once, in the foreground, without printing it"
   out=$(AWS_SECRET_ACCESS_KEY=wrong-secret-e2e timeout 120 "$TESSERA" mount "$META" "$MNT" -d --log "$WORK/mount.log" 2>&1) &&
@@ -384,6 +393,9 @@ PY
     ;;
   fullbucket)
     . "$(dirname "$0")/fullbucket_suite.sh"  # failed writes free their blocks and never read back
+    ;;
+  trash)
+    . "$(dirname "$0")/trash_suite.sh"  # rm -rf, restore --put-back, purge after trash-days
     ;;
   gc)
     . "$(dirname "$0")/gc_suite.sh"  # tessera gc finds leaked objects, deletes only old ones, never referenced ones

@@ -1,0 +1,223 @@
+// The trash on every engine (meta.h, kTrashIno): removals of last names,
+// directories and files replaced by a rename go into /.trash/<hour>/ as
+// "<parent>-<ino>-<name>" with their data; hard links that keep a name, the
+// trash itself and no_trash removals are final; only root changes the
+// trash; a volume without trash deletes at once; dumps carry the trash and
+// a loaded volume never hands out trash inode numbers. Redis and PostgreSQL
+// need their servers (ctest unit_meta_redis / unit_meta_postgres).
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "../kv/pg_test_util.h"
+#include "meta/dump.h"
+#include "meta/meta.h"
+#include "meta/redis_client.h"
+
+namespace tessera::meta {
+namespace {
+
+#define ASSERT_OK(expr)                                      \
+  do {                                                       \
+    ::tessera::Status _st = (expr);                          \
+    ASSERT_TRUE(_st.ok()) << #expr << ": " << _st.ToString(); \
+  } while (0)
+
+class TrashTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    char pattern[] = "/tmp/tessera-trash-XXXXXX";
+    ASSERT_NE(mkdtemp(pattern), nullptr);
+    dir_ = pattern;
+    std::string url;
+    if (GetParam() == "postgres") {
+      if (kv::testing::PgEnv("TESSERA_TEST_PG_URL").empty()) GTEST_SKIP() << kv::testing::kPgSkipMessage;
+      schema_ = std::make_unique<kv::testing::PgSchema>(kv::testing::PgEnv("TESSERA_TEST_PG_URL"));
+      url = schema_->url();
+    } else if (GetParam() == "redis") {
+      const char* u = std::getenv("TESSERA_TEST_REDIS_URL");
+      if (u == nullptr) GTEST_SKIP() << "TESSERA_TEST_REDIS_URL not set (ctest unit_meta_redis sets it)";
+      url = u;
+      url = url.substr(0, url.rfind('/')) + "/5";
+      auto opts = redis::Options::Parse(url);
+      ASSERT_TRUE(opts.ok());
+      auto c = redis::Client::Connect(*opts);
+      ASSERT_TRUE(c.ok());
+      ASSERT_TRUE((*c)->Command({"FLUSHDB"}).ok());
+    } else if (GetParam() == "memory") {
+      url = "memory://";
+    } else {
+      url = "sqlite3://" + dir_ + "/m.db";
+    }
+    auto m = Open(url);
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    m_ = std::move(*m);
+    Format f;
+    f.name = "trash";
+    f.uuid = NewUuid();
+    f.trash_days = 1;
+    ASSERT_OK(m_->Init(f, false));
+  }
+  void TearDown() override {
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+
+  Ino Make(Ino parent, const std::string& name, uint32_t mode) {
+    Ino ino = 0;
+    Attr attr;
+    Status st = m_->Mknod(Context::Root(), parent, name, mode, 0, 0, "", &ino, &attr);
+    EXPECT_TRUE(st.ok()) << name << ": " << st.ToString();
+    return ino;
+  }
+  // The entries of this hour's trash directory, as name -> inode.
+  std::map<std::string, Ino> HourEntries() {
+    std::map<std::string, Ino> out;
+    Ino hour = 0;
+    Attr a;
+    if (!m_->Lookup(Context::Root(), kTrashIno, TrashHourName(Now().sec), &hour, &a).ok()) return out;
+    std::vector<Entry> entries;
+    EXPECT_TRUE(m_->Readdir(Context::Root(), hour, false, &entries).ok());
+    for (const auto& e : entries) out[e.name] = e.ino;
+    return out;
+  }
+  void ExpectConsistent() {
+    std::vector<std::string> problems;
+    ASSERT_OK(m_->Check(&problems));
+    EXPECT_TRUE(problems.empty()) << problems.front();
+  }
+
+  std::string dir_;
+  std::unique_ptr<kv::testing::PgSchema> schema_;
+  std::unique_ptr<Meta> m_;
+};
+
+TEST_P(TrashTest, RemovalsGoToTheTrashWithTheirData) {
+  Ino trash = 0;
+  Attr a;
+  ASSERT_OK(m_->Lookup(Context::Root(), kRootIno, kTrashName, &trash, &a));
+  EXPECT_EQ(trash, kTrashIno);
+  EXPECT_EQ(a.mode, uint32_t(S_IFDIR | 0555));
+
+  Ino d = Make(kRootIno, "d", S_IFDIR | 0755);
+  Ino f = Make(d, "f", S_IFREG | 0644);
+  auto id = m_->NewSliceId();
+  ASSERT_TRUE(id.ok());
+  ASSERT_OK(m_->Write(Context::Root(), f, 0, chunk::Slice{0, *id, 5000, 0, 5000}, Now(), &a));
+  StatFs before;
+  ASSERT_OK(m_->StatFS(Context::Root(), &before));
+
+  ASSERT_OK(m_->Unlink(Context::Root(), d, "f"));
+  Ino gone = 0;
+  EXPECT_EQ(m_->Lookup(Context::Root(), d, "f", &gone, &a).code(), ENOENT);
+  auto entries = HourEntries();
+  const std::string fname = std::to_string(d) + "-" + std::to_string(f) + "-f";
+  ASSERT_EQ(entries.count(fname), 1u);
+  EXPECT_EQ(entries[fname], f);
+  ASSERT_OK(m_->GetAttr(Context::Root(), f, &a));
+  EXPECT_TRUE(InTrash(a));
+  EXPECT_EQ(a.nlink, 1u);
+  EXPECT_EQ(a.length, 5000u);
+  std::vector<chunk::Slice> slices;
+  ASSERT_OK(m_->Read(f, 0, &slices));
+  EXPECT_EQ(slices.size(), 1u) << "the data stays";
+  StatFs after;
+  ASSERT_OK(m_->StatFS(Context::Root(), &after));
+  EXPECT_EQ(after.total_space - after.avail_space, before.total_space - before.avail_space) << "df counts the trash";
+  int deleted = 0;
+  ASSERT_OK(m_->CleanupDeleted([&](uint64_t, uint32_t) { ++deleted; return Status::OK(); }, 100).status());
+  EXPECT_EQ(deleted, 0);
+
+  ASSERT_OK(m_->Rmdir(Context::Root(), kRootIno, "d"));
+  entries = HourEntries();
+  EXPECT_EQ(entries.count("1-" + std::to_string(d) + "-d"), 1u);
+  ASSERT_OK(m_->GetAttr(Context::Root(), d, &a));
+  EXPECT_EQ(a.nlink, 2u);
+
+  // A rename over a file trashes the replaced one.
+  Ino x = Make(kRootIno, "x", S_IFREG | 0644);
+  Ino y = Make(kRootIno, "y", S_IFREG | 0644);
+  Ino out = 0;
+  ASSERT_OK(m_->Rename(Context::Root(), kRootIno, "x", kRootIno, "y", 0, &out, &a));
+  EXPECT_EQ(HourEntries().count("1-" + std::to_string(y) + "-y"), 1u);
+  (void)x;
+  // A hard link that keeps a name is not trashed.
+  Ino h = Make(kRootIno, "h", S_IFREG | 0644);
+  ASSERT_OK(m_->Link(Context::Root(), h, kRootIno, "h2", &a));
+  ASSERT_OK(m_->Unlink(Context::Root(), kRootIno, "h"));
+  EXPECT_EQ(HourEntries().count("1-" + std::to_string(h) + "-h"), 0u);
+  ExpectConsistent();
+
+  // Only root changes the trash.
+  Context user;
+  user.uid = user.gid = 1000;
+  Ino hour = 0;
+  ASSERT_OK(m_->Lookup(Context::Root(), kTrashIno, TrashHourName(Now().sec), &hour, &a));
+  EXPECT_EQ(m_->Unlink(user, hour, fname).code(), EACCES);
+  EXPECT_EQ(m_->Mknod(user, kTrashIno, "mine", S_IFREG | 0644, 0, 0, "", &out, &a).code(), EACCES);
+
+  // Removing from the trash, or with no_trash, is final.
+  ASSERT_OK(m_->Unlink(Context::Root(), hour, fname));
+  EXPECT_EQ(m_->GetAttr(Context::Root(), f, &a).code(), ENOENT);
+  Ino z = Make(kRootIno, "z", S_IFREG | 0644);
+  Context final_ctx = Context::Root();
+  final_ctx.no_trash = true;
+  ASSERT_OK(m_->Unlink(final_ctx, kRootIno, "z"));
+  EXPECT_EQ(m_->GetAttr(Context::Root(), z, &a).code(), ENOENT);
+  ExpectConsistent();
+}
+
+TEST_P(TrashTest, WithoutTrashRemovalsAreFinal) {
+  Format f = *m_->Load();
+  f.trash_days = 0;
+  ASSERT_OK(m_->Init(f, true));  // loads the settings again: this client's trash is off
+  EXPECT_EQ(m_->TrashDays(), 0);
+  Ino g = Make(kRootIno, "g", S_IFREG | 0644);
+  ASSERT_OK(m_->Unlink(Context::Root(), kRootIno, "g"));
+  Attr a;
+  EXPECT_EQ(m_->GetAttr(Context::Root(), g, &a).code(), ENOENT);
+  EXPECT_TRUE(HourEntries().empty());
+  ExpectConsistent();
+}
+
+TEST_P(TrashTest, DumpCarriesTheTrashAndLoadKeepsItsNumbersApart) {
+  Ino f = Make(kRootIno, "f", S_IFREG | 0644);
+  ASSERT_OK(m_->Unlink(Context::Root(), kRootIno, "f"));
+  std::vector<std::string> lines;
+  DumpStats stats;
+  ASSERT_OK(Dump(m_.get(), DumpOptions{}, [&](std::string_view l) {
+    lines.emplace_back(l);
+    return Status::OK();
+  }, &stats));
+  auto dst = Open("memory://");
+  ASSERT_TRUE(dst.ok());
+  size_t next = 0;
+  Format format;
+  ASSERT_OK(Load(dst->get(), LoadOptions{}, [&](std::string* l) -> Result<bool> {
+    if (next == lines.size()) return false;
+    *l = lines[next++];
+    return true;
+  }, &stats, &format));
+  Attr a;
+  ASSERT_OK((*dst)->GetAttr(Context::Root(), f, &a));
+  EXPECT_TRUE(InTrash(a));
+  Ino fresh = 0;
+  ASSERT_OK((*dst)->Mknod(Context::Root(), kRootIno, "new", S_IFREG | 0644, 0, 0, "", &fresh, &a));
+  EXPECT_LT(fresh, kTrashIno);
+  EXPECT_GT(fresh, f);
+}
+
+INSTANTIATE_TEST_SUITE_P(Engines, TrashTest, ::testing::Values("memory", "sqlite3", "postgres", "redis"),
+                         [](const ::testing::TestParamInfo<std::string>& p) { return p.param; });
+
+}  // namespace
+}  // namespace tessera::meta

@@ -1,0 +1,148 @@
+// The trash's housekeeping (vfs/trash.h): restore puts a removed tree back,
+// directories first, never overwriting; purge removes hours past trash-days
+// with their data.
+#include "vfs/trash.h"
+
+#include <sys/stat.h>
+
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "meta/meta.h"
+
+namespace tessera::vfs {
+namespace {
+
+using meta::Attr;
+using meta::Context;
+using meta::Ino;
+
+#define ASSERT_OK(expr)                                      \
+  do {                                                       \
+    ::tessera::Status _st = (expr);                          \
+    ASSERT_TRUE(_st.ok()) << #expr << ": " << _st.ToString(); \
+  } while (0)
+
+class TrashJobsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto m = meta::Open("memory://");
+    ASSERT_TRUE(m.ok());
+    m_ = std::move(*m);
+    meta::Format f;
+    f.name = "trash";
+    f.uuid = meta::NewUuid();
+    f.trash_days = 1;
+    ASSERT_OK(m_->Init(f, false));
+  }
+  Ino Make(Ino parent, const std::string& name, uint32_t mode) {
+    Ino ino = 0;
+    Attr a;
+    EXPECT_TRUE(m_->Mknod(Context::Root(), parent, name, mode, 0, 0, "", &ino, &a).ok()) << name;
+    return ino;
+  }
+  Status Remove(Ino dir) {  // rm -rf of what is below dir
+    std::vector<meta::Entry> entries;
+    RETURN_IF_ERROR(m_->Readdir(Context::Root(), dir, false, &entries));
+    for (const auto& e : entries) {
+      if ((e.attr.mode & S_IFMT) == S_IFDIR) {
+        RETURN_IF_ERROR(Remove(e.ino));
+        RETURN_IF_ERROR(m_->Rmdir(Context::Root(), dir, e.name));
+      } else {
+        RETURN_IF_ERROR(m_->Unlink(Context::Root(), dir, e.name));
+      }
+    }
+    return Status::OK();
+  }
+  std::unique_ptr<meta::Meta> m_;
+};
+
+TEST_F(TrashJobsTest, RestorePutsATreeBackWithoutOverwriting) {
+  Ino top = Make(meta::kRootIno, "top", S_IFDIR | 0755);
+  Ino a = Make(top, "a", S_IFDIR | 0755);
+  Ino b = Make(a, "b", S_IFDIR | 0755);
+  Ino f1 = Make(b, "f1", S_IFREG | 0644);
+  Ino f2 = Make(a, "f2", S_IFREG | 0644);
+  ASSERT_OK(Remove(top));
+  ASSERT_OK(m_->Rmdir(Context::Root(), meta::kRootIno, "top"));
+  const std::string hour = meta::TrashHourName(meta::Now().sec);
+  std::vector<std::string> lines;
+  auto n = RestoreTrashHour(m_.get(), hour, false, [&](const std::string& l) { lines.push_back(l); });
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  EXPECT_EQ(*n, 5u);
+  Attr attr;
+  Ino got = 0;
+  EXPECT_EQ(m_->Lookup(Context::Root(), meta::kRootIno, "top", &got, &attr).code(), ENOENT) << "a dry run moves nothing";
+
+  // A file created where f2 was is never overwritten: f2 stays in the trash.
+  n = RestoreTrashHour(m_.get(), hour, true, [&](const std::string& l) { lines.push_back(l); });
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  EXPECT_EQ(*n, 5u);
+  ASSERT_OK(m_->Lookup(Context::Root(), meta::kRootIno, "top", &got, &attr));
+  EXPECT_EQ(got, top);
+  ASSERT_OK(m_->Lookup(Context::Root(), top, "a", &got, &attr));
+  EXPECT_EQ(got, a);
+  ASSERT_OK(m_->Lookup(Context::Root(), a, "b", &got, &attr));
+  EXPECT_EQ(got, b);
+  EXPECT_EQ(attr.nlink, 2u);
+  EXPECT_FALSE(meta::InTrash(attr));
+  ASSERT_OK(m_->Lookup(Context::Root(), b, "f1", &got, &attr));
+  EXPECT_EQ(got, f1);
+  ASSERT_OK(m_->Lookup(Context::Root(), a, "f2", &got, &attr));
+  EXPECT_EQ(got, f2);
+  std::vector<std::string> problems;
+  ASSERT_OK(m_->Check(&problems));
+  EXPECT_TRUE(problems.empty()) << problems.front();
+
+  // Remove f2 again, make a new f2: the trashed one cannot come back.
+  ASSERT_OK(m_->Unlink(Context::Root(), a, "f2"));
+  Ino f2b = Make(a, "f2", S_IFREG | 0644);
+  lines.clear();
+  n = RestoreTrashHour(m_.get(), hour, true, [&](const std::string& l) { lines.push_back(l); });
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(*n, 0u);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_NE(lines[0].find("already has a 'f2'"), std::string::npos) << lines[0];
+  ASSERT_OK(m_->Lookup(Context::Root(), a, "f2", &got, &attr));
+  EXPECT_EQ(got, f2b);
+}
+
+TEST_F(TrashJobsTest, PurgeRemovesExpiredHoursAndTheirData) {
+  Ino d = Make(meta::kRootIno, "d", S_IFDIR | 0755);
+  Ino f = Make(d, "f", S_IFREG | 0644);
+  auto id = m_->NewSliceId();
+  ASSERT_TRUE(id.ok());
+  Attr a;
+  ASSERT_OK(m_->Write(Context::Root(), f, 0, chunk::Slice{0, *id, 100, 0, 100}, meta::Now(), &a));
+  ASSERT_OK(m_->Unlink(Context::Root(), d, "f"));
+  ASSERT_OK(m_->Rmdir(Context::Root(), meta::kRootIno, "d"));
+  const int64_t now = meta::Now().sec;
+
+  auto removed = PurgeTrash(m_.get(), 1, now);  // within the day: kept
+  ASSERT_TRUE(removed.ok()) << removed.status().ToString();
+  EXPECT_EQ(*removed, 0u);
+  ASSERT_OK(m_->GetAttr(Context::Root(), f, &a));
+
+  removed = PurgeTrash(m_.get(), 1, now + 2 * 86400);
+  ASSERT_TRUE(removed.ok()) << removed.status().ToString();
+  EXPECT_EQ(*removed, 2u);
+  EXPECT_EQ(m_->GetAttr(Context::Root(), f, &a).code(), ENOENT);
+  EXPECT_EQ(m_->GetAttr(Context::Root(), d, &a).code(), ENOENT);
+  std::vector<meta::Entry> hours;
+  ASSERT_OK(ListTrashHours(m_.get(), &hours));
+  EXPECT_TRUE(hours.empty());
+  std::vector<uint64_t> deleted;
+  ASSERT_TRUE(m_->CleanupDeleted([&](uint64_t sid, uint32_t) { deleted.push_back(sid); return Status::OK(); }, 100).ok());
+  EXPECT_EQ(deleted, std::vector<uint64_t>{*id}) << "the data goes once purged";
+  std::vector<std::string> problems;
+  ASSERT_OK(m_->Check(&problems));
+  EXPECT_TRUE(problems.empty()) << problems.front();
+
+  EXPECT_FALSE(ParseTrashHour("2026-12-01").ok());
+  EXPECT_EQ(*ParseTrashHour("1970-01-01-01"), 3600);
+}
+
+}  // namespace
+}  // namespace tessera::vfs
