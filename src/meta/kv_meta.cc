@@ -546,6 +546,7 @@ Result<bool> KvMeta::TrashTx(kv::Txn& tx, const Context& ctx, Ino parent, const 
 
 Status KvMeta::Unlink(const Context& ctx, Ino parent, const std::string& name) {
   if (IsDotName(name)) return Status::Err(EISDIR);
+  if (TouchesTrashRoot(ctx, parent, name)) return Status::Err(EPERM);
   RETURN_IF_ERROR(ValidName(name));
   Timespec now = Now();
   return engine_->Run([&](kv::Txn& tx) {
@@ -566,6 +567,7 @@ Status KvMeta::Unlink(const Context& ctx, Ino parent, const std::string& name) {
 
 Status KvMeta::Rmdir(const Context& ctx, Ino parent, const std::string& name) {
   if (name == ".") return Status::Err(EINVAL);
+  if (TouchesTrashRoot(ctx, parent, name)) return Status::Err(EPERM);
   if (name == "..") return Status::Err(ENOTEMPTY);
   RETURN_IF_ERROR(ValidName(name));
   Timespec now = Now();
@@ -603,6 +605,7 @@ Status KvMeta::Rmdir(const Context& ctx, Ino parent, const std::string& name) {
 Status KvMeta::Rename(const Context& ctx, Ino psrc, const std::string& nsrc, Ino pdst, const std::string& ndst,
                       uint32_t flags, Ino* out_ino, Attr* out_attr) {
   RETURN_IF_ERROR(CheckRenameArgs(nsrc, ndst, flags));
+  if (TouchesTrashRoot(ctx, psrc, nsrc) || TouchesTrashRoot(ctx, pdst, ndst)) return Status::Err(EPERM);
   Timespec now = Now();
   return engine_->Run([&](kv::Txn& tx) {
     Attr sp, dp_storage;

@@ -33,6 +33,10 @@ bool IsDotName(const std::string& name);
 // Checks Mknod's arguments; *type receives the S_IFMT type (S_IFREG for 0).
 Status CheckMknodArgs(const std::string& name, uint32_t mode, const std::string& target, uint32_t* type);
 Status CheckRenameArgs(const std::string& nsrc, const std::string& ndst, uint32_t flags);
+// Only root removes or renames /.trash itself (EPERM).
+inline bool TouchesTrashRoot(const Context& ctx, Ino parent, const std::string& name) {
+  return !ctx.IsRoot() && parent == kRootIno && name == kTrashName;
+}
 // Argument checks before the engine looks at the file. The engine then
 // checks, in this order: space for the growth (ENOSPC against
 // FallocateSpace), then kMaxFileSize (EFBIG), before changing anything.

@@ -350,6 +350,7 @@ Status RedisMeta::EnsureTrash() {
 
 Status RedisMeta::Unlink(const Context& ctx, Ino parent, const std::string& name) {
   if (IsDotName(name)) return Status::Err(EISDIR);
+  if (TouchesTrashRoot(ctx, parent, name)) return Status::Err(EPERM);
   RETURN_IF_ERROR(ValidName(name));
   const Timespec now = Now();
   ASSIGN_OR_RETURN(auto r, Fcall(kOpUnlink, "unlink",
@@ -359,6 +360,7 @@ Status RedisMeta::Unlink(const Context& ctx, Ino parent, const std::string& name
 
 Status RedisMeta::Rmdir(const Context& ctx, Ino parent, const std::string& name) {
   if (name == ".") return Status::Err(EINVAL);
+  if (TouchesTrashRoot(ctx, parent, name)) return Status::Err(EPERM);
   if (name == "..") return Status::Err(ENOTEMPTY);
   RETURN_IF_ERROR(ValidName(name));
   const Timespec now = Now();
@@ -370,6 +372,7 @@ Status RedisMeta::Rmdir(const Context& ctx, Ino parent, const std::string& name)
 Status RedisMeta::Rename(const Context& ctx, Ino psrc, const std::string& nsrc, Ino pdst, const std::string& ndst,
                          uint32_t flags, Ino* ino, Attr* attr) {
   RETURN_IF_ERROR(CheckRenameArgs(nsrc, ndst, flags));
+  if (TouchesTrashRoot(ctx, psrc, nsrc) || TouchesTrashRoot(ctx, pdst, ndst)) return Status::Err(EPERM);
   Args a;
   const Timespec now = Now();
   a.Ctx(ctx).Time(now).Num(sid_.load()).Num(psrc).Str(nsrc).Num(pdst).Str(ndst).Num(flags).Own(TrashArg(ctx, now));

@@ -164,6 +164,11 @@ TEST_P(TrashTest, RemovalsGoToTheTrashWithTheirData) {
   ASSERT_OK(m_->Lookup(Context::Root(), kTrashIno, TrashHourName(Now().sec), &hour, &a));
   EXPECT_EQ(m_->Unlink(user, hour, fname).code(), EACCES);
   EXPECT_EQ(m_->Mknod(user, kTrashIno, "mine", S_IFREG | 0644, 0, 0, "", &out, &a).code(), EACCES);
+  EXPECT_EQ(m_->Rename(user, kRootIno, kTrashName, kRootIno, "mine", 0, &out, &a).code(), EPERM);
+  EXPECT_EQ(m_->Rmdir(user, kRootIno, kTrashName).code(), EPERM);
+  Ino mine = Make(kRootIno, "mine", S_IFREG | 0666);
+  (void)mine;
+  EXPECT_EQ(m_->Rename(user, kRootIno, "mine", kRootIno, kTrashName, 0, &out, &a).code(), EPERM);
 
   // Removing from the trash, or with no_trash, is final.
   ASSERT_OK(m_->Unlink(Context::Root(), hour, fname));
