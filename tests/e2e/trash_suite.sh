@@ -16,7 +16,8 @@ ln -s a/big "$t/sym"
 chmod 640 "$t/a/b/s3"
 (cd "$t" && find . -printf '%p %y %m %n %s %l\n' | LC_ALL=C sort) >"$WORK/trash-before"
 (cd "$t" && find . -type f -exec md5sum {} + | LC_ALL=C sort -k2) >"$WORK/trash-sums"
-"$TESSERA" info "$t/a/big" | awk '/object /{print $2}' >"$WORK/trash.objects"
+# A few of its objects (each check of an S3 object is a boto3 process).
+"$TESSERA" info "$t/a/big" | awk '/object /{print $2}' | head -5 >"$WORK/trash.objects"
 [ -s "$WORK/trash.objects" ] || fail "no objects listed for the big file"
 rm -rf "$t"
 [ ! -e "$t" ] || fail "rm -rf left the tree"
@@ -26,8 +27,8 @@ hour=$(ls "$MNT/.trash" | tail -1)
 user_out=$(setpriv --reuid=65534 --regid=65534 --clear-groups rm -f "$MNT/.trash/$hour/$(ls "$MNT/.trash/$hour" | grep -- '-s1$')" 2>&1) &&
   fail "an ordinary user removed an entry of the trash"
 case $user_out in *"ermission denied"*) ;; *) fail "unclear refusal: $user_out" ;; esac
-left=$(objects_left_after_wait "$WORK/trash.objects")
-[ "$left" -eq "$(wc -l <"$WORK/trash.objects")" ] || fail "objects of a trashed file were deleted"
+sleep 2  # the background cleanup runs every second: it must leave them alone
+while read -r key; do obj_exists "$key" || fail "object $key of a trashed file was deleted"; done <"$WORK/trash.objects"
 unmount_volume
 out=$("$TESSERA" restore "$META" "$hour")
 grep -q "would put back" <<<"$out" || fail "restore (dry run): $out"
