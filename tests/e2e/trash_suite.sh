@@ -8,6 +8,10 @@
 # really gone from the bucket. An ordinary user cannot change the trash.
 [ "$TRASH_DAYS" -gt 0 ] || fail "the trash suite needs a volume with the trash on"
 log "trash: rm -rf of a tree, then restore --put-back"
+# What earlier suites removed this hour would be restored too: empty the
+# trash first (as root; removals inside the trash are final).
+rm -rf "$MNT/.trash/"*
+[ -z "$(ls "$MNT/.trash")" ] || fail "the trash cannot be emptied: $(ls "$MNT/.trash")"
 t=$MNT/trash-tree
 mkdir -p "$t/a/b" "$t/empty"
 head -c 3000000 /dev/urandom >"$t/a/big"
