@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <atomic>
 #include <thread>
 #include <cstdio>
@@ -32,6 +34,24 @@ object::StoreOptions MakeStoreOptions(const std::string& storage, const std::str
     so.io_retries = flags->io_retries;
   }
   return so;
+}
+
+Status CheckBucket(const Volume& v) {
+  Status st;
+  if (v.format.storage == "file") {
+    struct stat sb;
+    if (::stat(v.format.bucket.c_str(), &sb) != 0) {
+      st = Status::Err(errno, fmt::format("{}: {}", v.format.bucket, std::strerror(errno)));
+    } else if (!S_ISDIR(sb.st_mode)) {
+      st = Status::Err(ENOTDIR, v.format.bucket + ": not a directory");
+    }
+  }
+  if (st.ok()) {
+    auto head = v.store->Head("tessera_check_" + meta::NewUuid());
+    if (!head.ok() && !head.status().not_found()) st = head.status();
+  }
+  if (st.ok()) return st;
+  return Status::Err(st.code(), fmt::format("object storage {} is not usable: {}", v.store->Describe(), st.ToString()));
 }
 
 int Fail(const std::string& msg) {

@@ -28,6 +28,12 @@ Result<Volume> OpenVolume(const std::string& meta_url);
 object::StoreOptions MakeStoreOptions(const std::string& storage, const std::string& bucket,
                                       const StoreFlags* flags, const std::string& region = "");
 
+// Can the volume's bucket be used (by gc, destroy, fsck --check-objects)?
+// A local bucket must be an existing directory (it is not made: a bucket
+// that vanished is news, not an empty bucket); a server must answer a HEAD
+// of a key that does not exist with "not found". The error names the store.
+Status CheckBucket(const Volume& v);
+
 // Prints "tessera: MSG" on stderr and returns exit code 1.
 int Fail(const std::string& msg);
 

@@ -26,6 +26,7 @@ namespace tessera::cli {
 int Destroy(const DestroyOptions& o) {
   auto vol = OpenVolume(o.meta_url);
   if (!vol.ok()) return Fail(vol.status().message().empty() ? vol.status().ToString() : vol.status().message());
+  if (Status usable = CheckBucket(*vol); !usable.ok()) return Fail(usable.message() + "; nothing destroyed");
   const meta::Format& f = vol->format;
   if (o.uuid != f.uuid)
     return Fail(fmt::format("the volume at {} is '{}' with UUID {}, not {}: nothing destroyed",

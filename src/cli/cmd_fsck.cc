@@ -187,6 +187,7 @@ int Fsck(const FsckOptions& o) {
   std::fprintf(stderr, "tessera: metadata of volume '%s' is consistent\n", vol->format.name.c_str());
   if (!o.check_objects) return 0;
 
+  if (Status usable = CheckBucket(*vol); !usable.ok()) return Fail(usable.message());
   const std::string path = o.path.empty() ? "/" : o.path;
   auto root = ResolvePath(vol->meta.get(), path);
   if (!root.ok()) return Fail(root.status().With("--path").ToString());

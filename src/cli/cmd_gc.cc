@@ -132,6 +132,7 @@ Status CompactAll(Volume* vol, uint64_t* unreadable) {
 int Gc(const GcOptions& o) {
   auto vol = OpenVolume(o.meta_url);
   if (!vol.ok()) return Fail(vol.status().message().empty() ? vol.status().ToString() : vol.status().message());
+  if (Status usable = CheckBucket(*vol); !usable.ok()) return Fail(usable.message() + "; nothing changed");
   const uint32_t bs = vol->format.block_size;
   uint64_t unreadable = 0;
   if (o.compact) {

@@ -1,5 +1,7 @@
 #include "meta/encoding.h"
 
+#include <algorithm>
+
 #include <sys/stat.h>
 
 #include <cstring>
@@ -27,6 +29,14 @@ std::string SidKey(const char* prefix, uint64_t sid) {
 
 std::string CounterKey(std::string_view name) { return "C" + std::string(name); }
 std::string JobKey(std::string_view name) { return std::string("J").append(name); }
+std::string DelayedSlicePrefix() { return "K"; }
+std::string DelayedSliceKey(int64_t not_before, uint64_t id, uint32_t size) {
+  std::string k = DelayedSlicePrefix();
+  kv::AppendU64BE(&k, uint64_t(std::max<int64_t>(not_before, 0)));
+  kv::AppendU64BE(&k, id);
+  kv::AppendU32BE(&k, size);
+  return k;
+}
 std::string AttrKey(Ino ino) { return InodeKey(ino, 'I'); }
 std::string EntryPrefix(Ino parent) { return InodeKey(parent, 'D'); }
 std::string EntryKey(Ino parent, std::string_view name) { return EntryPrefix(parent).append(name); }

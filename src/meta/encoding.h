@@ -41,6 +41,10 @@ std::string SustainedKey(uint64_t sid, Ino ino);
 std::string SessionLockPrefix(uint64_t sid);
 std::string SessionLockKey(uint64_t sid, Ino ino);
 std::string JobKey(std::string_view name);
+// A slice replaced by compaction while the trash is on: deleted not before
+// `not_before` (unix seconds), then moved to the "G" queue.
+std::string DelayedSlicePrefix();
+std::string DelayedSliceKey(int64_t not_before, uint64_t id, uint32_t size);
 }  // namespace keys
 
 // Attributes: version byte 1, then fixed little-endian fields.

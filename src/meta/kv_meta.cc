@@ -912,6 +912,10 @@ Status KvMeta::WriteSlices(const Context& ctx, Ino ino, const std::vector<SliceW
 
 Status KvMeta::CompactChunk(Ino ino, uint32_t chunk_index, const std::vector<Slice>& expected,
                             const std::vector<Slice>& replacement) {
+  // With the trash on, the replaced slices' objects stay for trash-days:
+  // metadata backups taken meanwhile still read.
+  const int days = limits_.TrashDays();
+  const int64_t not_before = days > 0 ? Now().sec + int64_t(days) * 86400 : 0;
   return engine_->Run([&](kv::Txn& tx) {
     std::string key = ChunkKey(ino, chunk_index);
     auto v = tx.Get(key);
@@ -924,7 +928,8 @@ Status KvMeta::CompactChunk(Ino ino, uint32_t chunk_index, const std::vector<Sli
     for (size_t i = expected.size(); i < current.size(); ++i) chunk::AppendSlice(&value, current[i]);
     for (const Slice& s : expected) {
       bool kept = std::any_of(replacement.begin(), replacement.end(), [&](const Slice& r) { return r.id == s.id; });
-      if (s.id != 0 && !kept) RETURN_IF_ERROR(tx.Put(SliceGcKey(s.id, s.size), ""));
+      if (s.id != 0 && !kept)
+        RETURN_IF_ERROR(tx.Put(not_before > 0 ? DelayedSliceKey(not_before, s.id, s.size) : SliceGcKey(s.id, s.size), ""));
     }
     if (value.empty()) return tx.Delete(key);
     return tx.Put(key, value);

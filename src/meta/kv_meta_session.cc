@@ -212,6 +212,24 @@ Result<int> KvMeta::CleanupDeleted(const SliceDeleter& deleter, int max_items) {
     }));
     next = progress;  // unchanged when one huge inode used the whole budget: go on with it
   }
+  // 1b. Slices whose deletion was delayed (compaction with the trash on) and
+  //     is now due join the queue.
+  RETURN_IF_ERROR(engine_->Run([&](kv::Txn& tx) {
+    std::vector<std::string> due;
+    std::string end = DelayedSlicePrefix();
+    kv::AppendU64BE(&end, uint64_t(Now().sec) + 1);
+    RETURN_IF_ERROR(tx.Scan(DelayedSlicePrefix(), end, size_t(max_items), [&](std::string_view k, std::string_view) {
+      due.emplace_back(k);
+      return true;
+    }));
+    for (const auto& k : due) {
+      if (k.size() != 21) continue;
+      std::string_view rest = std::string_view(k).substr(9);
+      RETURN_IF_ERROR(tx.Put(SliceGcKey(kv::ReadU64BE(rest), kv::ReadU32BE(rest.substr(8))), ""));
+      RETURN_IF_ERROR(tx.Delete(k));
+    }
+    return Status::OK();
+  }));
   // 2. Delete the objects of queued slices, then forget them.
   std::vector<std::pair<uint64_t, uint32_t>> slices;
   RETURN_IF_ERROR(engine_->Run(
@@ -316,9 +334,14 @@ Status KvMeta::ScanAllSlices(const SliceVisitor& visit) {
       if (s.id != 0) visit(s.id, s.size, false);
   }));
   const std::string gc = SliceGcPrefix();
-  return pages(gc, [&](std::string_view k, std::string_view) {
+  RETURN_IF_ERROR(pages(gc, [&](std::string_view k, std::string_view) {
     if (k.size() != gc.size() + 12) return;
     visit(kv::ReadU64BE(k.substr(gc.size())), kv::ReadU32BE(k.substr(gc.size() + 8)), true);
+  }));
+  const std::string delayed = DelayedSlicePrefix();  // pending too, only later
+  return pages(delayed, [&](std::string_view k, std::string_view) {
+    if (k.size() != delayed.size() + 20) return;
+    visit(kv::ReadU64BE(k.substr(delayed.size() + 8)), kv::ReadU32BE(k.substr(delayed.size() + 16)), true);
   });
 }
 

@@ -18,7 +18,8 @@
 --   x<ino>                    hash: xattr name -> value
 --   lf<ino> / lp<ino>         hash: "<sid>_<owner>" -> flock type / POSIX ranges
 --   delinodes                 zset: deleted file inode -> length (chunks to reclaim)
---   delslices                 zset of "<id>_<size>": slices whose objects must go
+--   delslices                 zset of "<id>_<size>": slices whose objects must go,
+--                             score = unix seconds not before which (0: at once)
 --   sessions / heartbeat      hash sid -> JSON / zset sid -> unix seconds
 --   ss<sid> / sl<sid>         sets: inodes unlinked while open / locked, per session
 --   o<client>.<n>             the last operation record of a connection (see `wrap`)
@@ -724,8 +725,12 @@ end
 
 -- Replaces the slices a chunk list begins with (`expected`, as records) by
 -- `replacement`; EAGAIN when the list changed meanwhile.
+-- The slices a compaction replaces are queued for deletion at `args[5]`
+-- (unix seconds; 0 = at once): with the trash on, not before trash-days
+-- have passed, so that metadata backups taken meanwhile stay readable.
 local function compact(args)
   local ino, idx, expected, replacement = tonumber(args[1]), tonumber(args[2]), args[3], args[4]
+  local not_before = tonumber(args[5] or '0')
   local ck = chunk_key(ino, idx)
   local v = redis.call('GET', ck)
   if not v or string.sub(v, 1, #expected) ~= expected then return { EAGAIN } end
@@ -736,7 +741,9 @@ local function compact(args)
   end
   for p = 1, #expected - 23, 24 do
     local _, id, size = struct.unpack(SLICE, expected, p)
-    if id ~= 0 and not kept[id] then queue_slice(id, size) end
+    if id ~= 0 and not kept[id] then
+      redis.call('ZADD', 'delslices', not_before, string.format('%d_%d', id, size))
+    end
   end
   local nv = replacement .. string.sub(v, #expected + 1)
   if nv == '' then

@@ -259,7 +259,9 @@ Result<int> RedisMeta::CleanupDeleted(const SliceDeleter& deleter, int max_items
     if (r.at(2).integer() == 0) break;  // nothing left
   }
   // 2. Objects of queued slices, then forget them.
-  ASSIGN_OR_RETURN(auto queued, Cmd(kOpCleanup, {"ZRANGE", "delslices", "0", std::to_string(max_items - 1)}));
+  // Those due (score: the time not before which; 0 = at once).
+  ASSIGN_OR_RETURN(auto queued, Cmd(kOpCleanup, {"ZRANGEBYSCORE", "delslices", "-inf", std::to_string(Now().sec),
+                                                 "LIMIT", "0", std::to_string(max_items)}));
   Args done;
   done.Str("ZREM").Str("delslices");
   int n = 0;
@@ -515,8 +517,10 @@ Status RedisMeta::WriteSlices(const Context&, Ino ino, const std::vector<SliceWr
 
 Status RedisMeta::CompactChunk(Ino ino, uint32_t chunk_index, const std::vector<Slice>& expected,
                                const std::vector<Slice>& replacement) {
+  const int days = limits_.TrashDays();
+  const uint64_t not_before = days > 0 ? uint64_t(Now().sec) + uint64_t(days) * 86400 : 0;
   Status st = Fcall(kOpCompact, "compact",
-                    Args().Num(ino).Num(chunk_index).Own(Records(expected)).Own(Records(replacement)).views())
+                    Args().Num(ino).Num(chunk_index).Own(Records(expected)).Own(Records(replacement)).Num(not_before).views())
                   .status();
   if (st.code() == EAGAIN) return Status::Err(EAGAIN, "chunk changed during compaction");
   return st;

@@ -64,6 +64,12 @@ expect_fail "dump into a missing directory" "No such file" "$T" dump "sqlite3://
 expect_fail "load into a formatted engine" "not empty" "$T" load "sqlite3://$W/m.db" /dev/null
 expect_fail "load from a bucket without backups" "no metadata backup" "$T" load "sqlite3://$W/new.db" --from-bucket "$W/b"
 expect_fail "repair of a missing volume" "no volume" "$T" fsck "sqlite3://$W/none.db" --repair
+# A bucket that cannot be listed (its directory replaced by a file): gc says
+# so and changes nothing.
+expect_ok "format for the gc case" "$T" format "sqlite3://$W/m6.db" vol6 --bucket "$W/b6"
+rm -rf "$W/b6" && echo "not a bucket" >"$W/b6"
+expect_fail "gc on a bucket it cannot list" "listing|not a directory|bucket" "$T" gc "sqlite3://$W/m6.db" --delete
+if [ "$(cat "$W/b6")" = "not a bucket" ]; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL gc changed the file"; fi
 for bad in nan inf -inf 1e300; do
   expect_fail "cache timeout $bad" "finite|number" "$T" mount "sqlite3://$W/m.db" "$MNT" --entry-cache "$bad"
 done
