@@ -54,6 +54,16 @@ Status CheckBucket(const Volume& v) {
   return Status::Err(st.code(), fmt::format("object storage {} is not usable: {}", v.store->Describe(), st.ToString()));
 }
 
+Result<size_t> ListLiveSessions(meta::Meta* m) {
+  (void)m->CleanStaleSessions(meta::kSessionTimeoutSec);
+  auto sessions = m->ListSessions();
+  if (!sessions.ok()) return sessions.status().With("listing the sessions");
+  for (const auto& s : *sessions)
+    std::fprintf(stderr, "tessera: mounted: session %llu on %s (pid %u) at %s\n", (unsigned long long)s.sid,
+                 s.host.c_str(), s.pid, s.mount_point.c_str());
+  return sessions->size();
+}
+
 int Fail(const std::string& msg) {
   std::fprintf(stderr, "tessera: %s\n", msg.c_str());
   return 1;

@@ -34,6 +34,11 @@ object::StoreOptions MakeStoreOptions(const std::string& storage, const std::str
 // of a key that does not exist with "not found". The error names the store.
 Status CheckBucket(const Volume& v);
 
+// The live sessions of the volume (those of dead clients are cleaned first),
+// each named on stderr; tools that need the volume unmounted refuse when
+// the list is not empty.
+Result<size_t> ListLiveSessions(meta::Meta* m);
+
 // Prints "tessera: MSG" on stderr and returns exit code 1.
 int Fail(const std::string& msg);
 

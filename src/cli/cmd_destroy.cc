@@ -33,16 +33,11 @@ int Destroy(const DestroyOptions& o) {
                             RedactUrl(o.meta_url), f.name, f.uuid, o.uuid));
 
   // Sessions of clients that are gone are cleaned; live ones refuse.
-  (void)vol->meta->CleanStaleSessions(meta::kSessionTimeoutSec);
-  auto sessions = vol->meta->ListSessions();
-  if (!sessions.ok()) return Fail(sessions.status().With("listing the sessions").ToString());
-  if (!sessions->empty()) {
-    for (const auto& s : *sessions)
-      std::fprintf(stderr, "tessera: mounted: session %llu on %s (pid %u) at %s\n", (unsigned long long)s.sid,
-                   s.host.c_str(), s.pid, s.mount_point.c_str());
+  auto live = ListLiveSessions(vol->meta.get());
+  if (!live.ok()) return Fail(live.status().ToString());
+  if (*live > 0)
     return Fail(fmt::format("volume '{}' is mounted by {} client(s): unmount them first; nothing destroyed", f.name,
-                            sessions->size()));
-  }
+                            *live));
 
   if (!o.yes) {
     if (!isatty(STDIN_FILENO))

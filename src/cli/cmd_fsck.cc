@@ -156,16 +156,11 @@ int Fsck(const FsckOptions& o) {
   Status st;
   if (o.repair) {
     // Repairs read the whole tree, then write: no client may change it meanwhile.
-    (void)vol->meta->CleanStaleSessions(meta::kSessionTimeoutSec);
-    auto sessions = vol->meta->ListSessions();
-    if (!sessions.ok()) return Fail(sessions.status().With("listing the sessions").ToString());
-    if (!sessions->empty()) {
-      for (const auto& s : *sessions)
-        std::fprintf(stderr, "tessera: mounted: session %llu on %s (pid %u) at %s\n", (unsigned long long)s.sid,
-                     s.host.c_str(), s.pid, s.mount_point.c_str());
+    auto live = ListLiveSessions(vol->meta.get());
+    if (!live.ok()) return Fail(live.status().ToString());
+    if (*live > 0)
       return Fail(fmt::format("--repair needs the volume unmounted everywhere ({} client(s) have it); nothing changed",
-                              sessions->size()));
-    }
+                              *live));
     std::vector<std::string> changes;
     st = vol->meta->Repair(&changes);
     size_t made = 0;

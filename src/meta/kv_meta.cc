@@ -96,6 +96,34 @@ Status DirEmptyTx(kv::Txn& tx, Ino ino, bool* empty) {
 
 }  // namespace
 
+Status EntriesPageTx(kv::Txn& tx, Ino dir, const std::string& after, size_t limit, std::vector<Entry>* out,
+                     bool* more, bool strict) {
+  out->clear();
+  *more = false;
+  const std::string prefix = EntryPrefix(dir);
+  const std::string begin = after.empty() ? prefix : EntryKey(dir, after) + std::string(1, '\0');
+  Status bad;
+  RETURN_IF_ERROR(tx.Scan(begin, kv::PrefixEnd(prefix), limit + 1, [&](std::string_view k, std::string_view v) {
+    if (out->size() == limit) {
+      *more = true;
+      return false;
+    }
+    Entry e;
+    e.name = std::string(k.substr(prefix.size()));
+    uint32_t type = 0;
+    Status st = DecodeEntry(v, &e.ino, &type);
+    if (!st.ok()) {
+      if (!strict) return true;  // listing: skipped (fsck reports it)
+      bad = st;
+      return false;
+    }
+    e.attr.mode = type;
+    out->push_back(std::move(e));
+    return true;
+  }));
+  return bad.ok() ? Status::OK() : bad.With("entry of directory " + std::to_string(dir));
+}
+
 Status IncrTx(kv::Txn& tx, const char* name, int64_t delta) {
   if (delta == 0) return Status::OK();
   auto r = tx.Incr(CounterKey(name), delta);
@@ -755,22 +783,7 @@ Status KvMeta::ReaddirPage(const Context& ctx, Ino ino, bool plus, const std::st
         RETURN_IF_ERROR(GetAttrTx(tx, ino, &attr));
         if (!attr.IsDir()) return Status::Err(ENOTDIR);
         RETURN_IF_ERROR(CheckPermission(ctx, attr, R_OK));
-        std::string prefix = EntryPrefix(ino);
-        std::string begin = after.empty() ? prefix : EntryKey(ino, after) + std::string(1, '\0');
-        RETURN_IF_ERROR(tx.Scan(begin, kv::PrefixEnd(prefix), limit + 1, [&](std::string_view k, std::string_view v) {
-          if (entries->size() == limit) {
-            *more = true;
-            return false;
-          }
-          Entry e;
-          e.name = std::string(k.substr(prefix.size()));
-          uint32_t type = 0;
-          if (DecodeEntry(v, &e.ino, &type).ok()) {
-            e.attr.mode = type;
-            entries->push_back(std::move(e));
-          }
-          return true;
-        }));
+        RETURN_IF_ERROR(EntriesPageTx(tx, ino, after, limit, entries, more, /*strict=*/false));
         if (plus) {
           for (auto& e : *entries) {
             Status st = GetAttrTx(tx, e.ino, &e.attr);

@@ -61,26 +61,7 @@ class KvTreeReader final : public TreeReader {
   }
 
   Status Entries(Ino dir, const std::string& after, size_t limit, std::vector<Entry>* out, bool* more) override {
-    out->clear();
-    *more = false;
-    std::string prefix = EntryPrefix(dir);
-    std::string begin = after.empty() ? prefix : EntryKey(dir, after) + std::string(1, '\0');
-    Status bad;
-    RETURN_IF_ERROR(tx_.Scan(begin, kv::PrefixEnd(prefix), limit + 1, [&](std::string_view k, std::string_view v) {
-      if (out->size() == limit) {
-        *more = true;
-        return false;
-      }
-      Entry e;
-      e.name = std::string(k.substr(prefix.size()));
-      uint32_t type = 0;
-      bad = DecodeEntry(v, &e.ino, &type);
-      if (!bad.ok()) return false;
-      e.attr.mode = type;
-      out->push_back(std::move(e));
-      return true;
-    }));
-    return bad.ok() ? Status::OK() : bad.With("entry of directory " + std::to_string(dir));
+    return EntriesPageTx(tx_, dir, after, limit, out, more, /*strict=*/true);
   }
 
   Result<int64_t> Counter(const std::string& name) override {

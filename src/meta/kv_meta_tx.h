@@ -23,6 +23,10 @@ Status StickyCheck(const Context& ctx, const Attr& dir, const Attr& child);
 Status FreeNameTx(kv::Txn& tx, const Context& ctx, Ino parent, const std::string& name, Attr* pattr);
 Status RemovableEntryTx(kv::Txn& tx, const Context& ctx, Ino parent, const std::string& name, Attr* pattr,
                         Ino* ino, Attr* attr);
+// A page of a directory's entries after `after` (attr.mode: the type bits
+// only). An entry that does not decode is skipped, or with strict EIO.
+Status EntriesPageTx(kv::Txn& tx, Ino dir, const std::string& after, size_t limit, std::vector<Entry>* out,
+                     bool* more, bool strict);
 Status IncrTx(kv::Txn& tx, const char* name, int64_t delta);
 Status DeletePrefixTx(kv::Txn& tx, const std::string& prefix);
 // Queues every real slice of a chunk list for object deletion.

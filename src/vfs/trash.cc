@@ -23,19 +23,6 @@ Context TrashRoot() {
   return c;
 }
 
-Status ListAll(meta::Meta* m, Ino dir, std::vector<Entry>* out) {
-  out->clear();
-  std::string after;
-  for (;;) {
-    std::vector<Entry> page;
-    bool more = false;
-    RETURN_IF_ERROR(m->ReaddirPage(Context::Root(), dir, false, after, 1024, &page, &more));
-    for (auto& e : page) out->push_back(std::move(e));
-    if (!more || page.empty()) return Status::OK();
-    after = out->back().name;
-  }
-}
-
 // Removes everything below dir (not dir itself), depth first, a page at a time.
 Status RemoveBelow(meta::Meta* m, Ino dir, uint64_t* removed, const std::atomic<bool>* cancel) {
   const Context ctx = TrashRoot();
@@ -73,7 +60,7 @@ Result<int64_t> ParseTrashHour(const std::string& name) {
 }
 
 Status ListTrashHours(meta::Meta* m, std::vector<Entry>* hours) {
-  Status st = ListAll(m, meta::kTrashIno, hours);
+  Status st = m->Readdir(Context::Root(), meta::kTrashIno, false, hours);
   if (st.code() == ENOENT) {
     hours->clear();
     return Status::OK();  // no trash yet
@@ -101,7 +88,7 @@ Result<uint64_t> RestoreTrashHour(meta::Meta* m, const std::string& hour, bool p
   meta::Attr hattr;
   RETURN_IF_ERROR(m->Lookup(Context::Root(), meta::kTrashIno, hour, &hino, &hattr).With("trash hour " + hour));
   std::vector<Entry> entries;
-  RETURN_IF_ERROR(ListAll(m, hino, &entries));
+  RETURN_IF_ERROR(m->Readdir(Context::Root(), hino, false, &entries));
   struct Item {
     std::string tname;
     Ino parent = 0;
