@@ -170,28 +170,33 @@ end
 
 -- Is [s, e) inside one interval of the sorted, merged list cov?
 local function covered(cov, s, e)
-  for _, iv in ipairs(cov) do
-    if iv[1] <= s and e <= iv[2] then return true end
-    if iv[1] > s then return false end
+  -- the last interval that starts at or before s (binary search)
+  local lo, hi = 1, #cov
+  while lo <= hi do
+    local mid = math.floor((lo + hi) / 2)
+    if cov[mid][1] <= s then lo = mid + 1 else hi = mid - 1 end
   end
-  return false
+  return hi >= 1 and e <= cov[hi][2]
 end
--- Adds [s, e) to the sorted, merged interval list cov (returns the new list).
+-- Adds [s, e) to the sorted, merged interval list cov, in place (returns it):
+-- O(log n) to find the place, plus the intervals it swallows.
 local function cover(cov, s, e)
-  local out, placed = {}, false
-  for _, iv in ipairs(cov) do
-    if iv[2] < s then
-      out[#out + 1] = iv
-    elseif iv[1] > e then
-      if not placed then out[#out + 1] = { s, e }; placed = true end
-      out[#out + 1] = iv
-    else
-      s, e = math.min(s, iv[1]), math.max(e, iv[2])
-    end
+  local n = #cov
+  local lo, hi = 1, n
+  while lo <= hi do -- first interval that ends at or after s
+    local mid = math.floor((lo + hi) / 2)
+    if cov[mid][2] < s then lo = mid + 1 else hi = mid - 1 end
   end
-  if not placed then out[#out + 1] = { s, e } end
-  table.sort(out, function(x, y) return x[1] < y[1] end)
-  return out
+  local first = lo
+  local last = first - 1
+  while last < n and cov[last + 1][1] <= e do last = last + 1 end
+  if last < first then
+    table.insert(cov, first, { s, e })
+    return cov
+  end
+  cov[first] = { math.min(s, cov[first][1]), math.max(e, cov[last][2]) }
+  for _ = first + 1, last do table.remove(cov, first + 1) end
+  return cov
 end
 
 -- Appends slice records to a chunk, then drops the older records that the
