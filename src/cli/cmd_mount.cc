@@ -24,6 +24,7 @@
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "cli/mount_state.h"
+#include "cli/system_mount.h"
 #include "common/log.h"
 #include "common/url.h"
 #include "fuse/fuse_adapter.h"
@@ -272,7 +273,7 @@ int Serve(const MountOptions& o, const std::string& mount_point, const std::func
   }
   fuse::MountOptions fo;
   fo.mount_point = mount_point;
-  fo.fs_name = "tessera:" + vol->format.name;
+  fo.fs_name = o.fs_name.empty() ? "tessera:" + vol->format.name : o.fs_name;
   fo.allow_other = !o.no_allow_other;
   fo.default_permissions = !o.non_default_permission;
   fo.debug = o.debug;
@@ -282,13 +283,23 @@ int Serve(const MountOptions& o, const std::string& mount_point, const std::func
   if (extra.ok()) fo.extra = std::move(extra).value();
   LOG_INFO("mounting volume {} ({}) at {}; data in {}", vol->format.name, RedactUrl(o.meta_url), mount_point,
            vol->store->Describe());
+  LOG_INFO("caches: attributes {}s, entries {}s, directory entries {}s, negative lookups {}s; write buffer {} MiB; "
+           "memory block cache {} MiB; disk cache {}; read-ahead {} MiB{}",
+           o.attr_cache, o.entry_cache, o.dir_entry_cache, o.negative_entry_cache, o.buffer_size_mib, o.mem_cache_mib,
+           sc.cache_dir.empty() ? std::string("off")
+                                : fmt::format("{} ({} MiB)", sc.cache_dir, sc.cache_size >> 20),
+           o.max_readahead_mib, o.writeback ? "; writeback on" : "");
   st = fuse::Serve(&vfs, fo, [&](const Status& mounted) {
     if (mounted.ok()) {
       Status ws = WriteMountState(MountState{mount_point, getpid(), o.meta_url});
       if (!ws.ok()) LOG_WARN("cannot write client state: {}", ws.ToString());
+      // umount(8) then runs umount.tessera, which waits for this client.
+      Status us = RegisterUtab(fo.fs_name, mount_point, o.utab_options);
+      if (!us.ok()) LOG_WARN("{}: a plain umount will not wait for this client", us.ToString());
     }
     report(mounted);
   });
+  UnregisterUtab(mount_point);
   RemoveMountState(mount_point);
   vfs.Stop();
   if (reporter) {
@@ -312,6 +323,27 @@ int Serve(const MountOptions& o, const std::string& mount_point, const std::func
   }
   LOG_INFO("unmounted {}", mount_point);
   return 0;
+}
+
+// --update-fstab: the line that mounts this volume here at boot, in place of
+// any line for this mount point; and the mount(8) helpers it needs.
+Status WriteFstabLine(const MountOptions& o, const std::string& mp) {
+  if (geteuid() != 0) return Status::Err(EPERM, "--update-fstab changes /etc/fstab: run it as root");
+  if (RedactUrl(o.meta_url) != o.meta_url)
+    return Status::Err(EINVAL, "--update-fstab writes no password into /etc/fstab (every user can read it): take "
+                               "it out of META-URL and put META_PASSWORD=... in a file only root reads, named "
+                               "by the mount option env-file=PATH (docs/operations.md)");
+  const std::string url = AbsoluteLocalUrl(o.meta_url);
+  if (url.find_first_of(" \t") != std::string::npos || mp.find_first_of(" \t") != std::string::npos)
+    return Status::Err(EINVAL, "--update-fstab: META-URL and MOUNTPOINT must not contain spaces");
+  const std::string opts = "_netdev" + (o.fstab_options.empty() ? "" : "," + o.fstab_options);
+  const std::string line = fmt::format("{} {} tessera {} 0 0", url, mp, opts);
+  RETURN_IF_ERROR(UpdateFstab("/etc/fstab", mp, line));
+  std::fprintf(stderr, "tessera: /etc/fstab: %s\n", line.c_str());
+  auto made = EnsureMountHelpers();
+  if (!made.ok()) return made.status().With("--update-fstab");
+  for (const auto& path : *made) std::fprintf(stderr, "tessera: created %s (mount -t tessera runs it)\n", path.c_str());
+  return Status::OK();
 }
 
 }  // namespace
@@ -350,6 +382,10 @@ int Mount(const MountOptions& o) {
   if (o.writeback && o.cache_dir == "none")
     return Fail("--writeback stages blocks in the cache directory: it cannot be used with --cache-dir none");
   if (o.debug) SetLogLevel(LogLevel::kDebug);
+  if (o.update_fstab) {
+    Status fstab = WriteFstabLine(o, mp);
+    if (!fstab.ok()) return Fail(fstab.message());
+  }
   {
     // Fail fast, in the foreground, on a bad URL, a missing volume, or object
     // storage that is not usable: a local bucket directory that cannot be

@@ -13,6 +13,7 @@
 
 #include "chunk/compression.h"
 #include "chunk/layout.h"
+#include "cli/build_info.h"
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "cli/mount_state.h"
@@ -209,8 +210,12 @@ int Info(const std::vector<std::string>& paths) {
   return rc;
 }
 
+std::string VersionText() {
+  return fmt::format("tessera version {} (commit {}, {} build)", kVersion, kGitCommit, kBuildType);
+}
+
 int Version() {
-  std::printf("tessera version %s\n", TESSERA_VERSION);
+  std::printf("%s\n", VersionText().c_str());
   return 0;
 }
 

@@ -71,6 +71,14 @@ struct MountOptions {
   int session_timeout = 300;  // seconds without a heartbeat before other clients clean a session
   std::string backup_meta = "1h";  // metadata backup interval (ParseDuration); "0" = off
   size_t backup_keep = 10;
+  // System integration (cli/system_mount.h): the source the kernel shows
+  // ("" = tessera:NAME), mount(8)'s options to record in utab, and with
+  // update_fstab the /etc/fstab options of this mount (main.cc builds them
+  // from the options given).
+  std::string fs_name;
+  std::string utab_options;
+  bool update_fstab = false;
+  std::string fstab_options;
 };
 int Mount(const MountOptions& o);
 
@@ -154,6 +162,8 @@ struct RestoreArgs {
 };
 int Restore(const RestoreArgs& o);
 int Compact(const std::vector<std::string>& paths);
+// "tessera version 0.1.0 (commit 0123456789ab, RelWithDebInfo build)"
+std::string VersionText();
 int Version();
 
 // `tessera bench PATH`: file system throughput and latency in a fresh

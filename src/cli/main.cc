@@ -2,9 +2,13 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <cstring>
 
+#include "cli/app_text.h"
+#include "cli/build_info.h"
 #include "cli/cli_util.h"
 #include "cli/commands.h"
+#include "cli/system_mount.h"
 #include "common/url.h"
 
 using namespace tessera::cli;  // NOLINT
@@ -28,12 +32,18 @@ void AddStoreFlags(CLI::App* cmd, StoreFlags* f) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Run as mount(8)'s and umount(8)'s helpers (links named mount.tessera,
+  // umount.tessera): cli/system_mount.h.
+  const char* slash = std::strrchr(argv[0], '/');
+  const std::string program = slash ? slash + 1 : argv[0];
+  if (program == "umount.tessera") return UmountHelper(argc, argv);
+
   CLI::App app{"Tessera: a distributed POSIX file system on object storage.\n"
                "Metadata lives in an engine given by META-URL (sqlite3://PATH for the embedded default);\n"
                "file data lives as blocks in an object store (a local directory by default)."};
   app.name("tessera");
   app.require_subcommand(1);
-  app.set_version_flag("-V,--version", std::string("tessera version ") + TESSERA_VERSION);
+  app.set_version_flag("-V,--version", VersionText());
 
   FormatOptions fo;
   auto* format = app.add_subcommand("format", "Format a volume: write its settings and root directory");
@@ -125,6 +135,11 @@ int main(int argc, char** argv) {
   mount->add_option("--backup-keep", mo.backup_keep, "metadata backups kept in the bucket (the newest)")
       ->capture_default_str()->check(CLI::Range(1, 10000));
   mount->add_flag("--nonempty", mo.nonempty, "mount over a directory that is not empty (its entries are hidden)");
+  mount->add_flag("--update-fstab", mo.update_fstab,
+                  "also write /etc/fstab's line for this mount, with these options (and make mount.tessera if missing)");
+  // Set by mount.tessera (cli/system_mount.h), not by hand.
+  mount->add_option("--fs-name", mo.fs_name, "the mount's source as the kernel shows it")->group("");
+  mount->add_option("--utab-options", mo.utab_options, "mount(8)'s options, recorded in utab")->group("");
 
   std::string umount_point;
   bool umount_force = false;
@@ -231,6 +246,18 @@ int main(int argc, char** argv) {
 
   auto* version = app.add_subcommand("version", "Show the version");
 
+  std::string shell;
+  auto* completion = app.add_subcommand("completion", "Print the shell completion script for bash or zsh");
+  completion->footer("Examples:\n  source <(tessera completion bash)\n"
+                     "  tessera completion zsh > \"${fpath[1]}/_tessera\"\n"
+                     "The Debian package installs both.");
+  completion->add_option("SHELL", shell, "bash or zsh")->required()->check(CLI::IsMember({"bash", "zsh"}));
+
+  std::string man_dir;
+  auto* gen_man = app.add_subcommand("gen-man", "Write the man pages into a directory (used by the build)");
+  gen_man->group("");
+  gen_man->add_option("DIR", man_dir, "output directory")->required();
+
   BenchOptions bo;
   auto* bench = app.add_subcommand("bench", "Benchmark a file system: big and small file reads and writes, stats");
   bench->footer("Examples:\n  tessera bench /mnt/tessera\n  tessera bench /mnt/tessera -p 4 --big-file-size 256");
@@ -274,6 +301,28 @@ int main(int argc, char** argv) {
       ->capture_default_str()->check(CLI::Range(1, 10000000));
   bench_meta->add_option("-p,--threads", bm.threads, "concurrent threads")->capture_default_str()->check(CLI::Range(1, 256));
 
+  // mount.tessera SPEC DIR -o a,b=c: parsed as `tessera mount SPEC DIR -d --a --b=c`.
+  std::vector<std::string> helper_args;
+  std::vector<char*> helper_argv;
+  if (program == "mount.tessera") {
+    auto h = TranslateMountHelper(argc, argv, [&](const std::string& name) { return MountOptionKind(*mount, name); });
+    if (!h.ok()) {
+      std::fprintf(stderr, "mount.tessera: %s\n", h.status().message().c_str());
+      return 1;
+    }
+    helper_args = {"tessera"};
+    helper_args.insert(helper_args.end(), h->args.begin(), h->args.end());
+    if (h->verbose || h->fake) {
+      std::string line;
+      for (const auto& a : helper_args) line += (line.empty() ? "" : " ") + tessera::RedactUrl(a);
+      std::fprintf(stderr, "mount.tessera: %s\n", line.c_str());
+    }
+    if (h->fake) return 0;
+    for (auto& a : helper_args) helper_argv.push_back(a.data());
+    argc = int(helper_argv.size());
+    argv = helper_argv.data();
+  }
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -285,7 +334,20 @@ int main(int argc, char** argv) {
   }
   tessera::HidePasswordsInArgs(argc, argv);  // CLI11 holds its own copies
   if (*format) return Format(fo);
-  if (*mount) return Mount(mo);
+  if (*mount) {
+    if (mo.update_fstab) mo.fstab_options = FstabOptions(*mount);
+    return Mount(mo);
+  }
+  if (*completion) {
+    auto script = CompletionScript(app, shell);
+    if (!script.ok()) return Fail(script.status().message());
+    std::fputs(script->c_str(), stdout);
+    return 0;
+  }
+  if (*gen_man) {
+    tessera::Status st = WriteManPages(app, man_dir);
+    return st.ok() ? 0 : Fail(st.message());
+  }
   if (*umount) return Umount(umount_point, umount_force, umount_flush);
   if (*status) return ShowStatus(status_url);
   if (*info) return Info(info_paths);

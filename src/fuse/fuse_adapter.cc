@@ -539,7 +539,12 @@ Result<std::vector<std::string>> CheckOptions(const std::vector<std::string>& op
 Status Serve(vfs::Vfs* vfs, const MountOptions& opts, const std::function<void(const Status&)>& on_mounted) {
   State state{vfs, opts};
   std::vector<std::string> argv_s = {"tessera"};
-  std::string o = "fsname=" + opts.fs_name + ",subtype=tessera";
+  std::string fs_name;  // commas escaped: libfuse splits the option string at the others
+  for (char c : opts.fs_name) {
+    if (c == ',' || c == '\\') fs_name += '\\';
+    fs_name += c;
+  }
+  std::string o = "fsname=" + fs_name + ",subtype=tessera";
   if (opts.allow_other) o += ",allow_other";
   if (opts.default_permissions) o += ",default_permissions";
   for (const auto& e : opts.extra) o += "," + e;

@@ -118,6 +118,22 @@ expect_fail "umount not mounted" "not mounted" "$T" umount "$MNT"
 expect_fail "umount --flush not a mount" "not a Tessera mount|nothing to flush" "$T" umount --flush "$MNT"
 expect_ok "fsck" "$T" fsck "sqlite3://$W/m.db"
 expect_ok "version" bash -c "'$T' version | grep -q 'tessera version'"
+expect_ok "--version names the commit and build type" bash -c "'$T' --version | grep -qE '^tessera version [0-9.]+ \\(commit [0-9a-f]{12}(-dirty)?, [A-Za-z]+ build\\)$'"
+expect_fail "completion for an unknown shell" "bash.*zsh" "$T" completion fish
+
+# mount(8)'s helper (the same program, called mount.tessera) and --update-fstab.
+ln -s "$T" "$W/mount.tessera"
+expect_fail "mount helper without arguments" "usage: mount.tessera" "$W/mount.tessera"
+expect_fail "mount helper: option without its value" "cache-size needs a value" "$W/mount.tessera" "sqlite3://$W/m.db" "$MNT" -o cache-size
+expect_fail "mount helper: a switch with a bad value" "writeback is a switch" "$W/mount.tessera" "sqlite3://$W/m.db" "$MNT" -o writeback=maybe
+expect_fail "mount helper: unknown option" "no-such-opt" "$W/mount.tessera" "sqlite3://$W/m.db" "$MNT" -o no-such-opt=1
+printf 'META_PASSWORD=x\nthis is not an assignment\n' >"$W/bad.env"
+expect_fail "mount helper: bad env-file" "bad.env, line 2: expected NAME=VALUE" "$W/mount.tessera" "sqlite3://$W/m.db" "$MNT" -o env-file="$W/bad.env"
+expect_fail "mount helper: missing env-file" "nothere.env" "$W/mount.tessera" "sqlite3://$W/m.db" "$MNT" -o env-file="$W/nothere.env"
+expect_ok "mount helper -f mounts nothing" bash -c "'$W/mount.tessera' 'sqlite3://$W/m.db' '$MNT' -f -o cache-size=10,_netdev 2>&1 | grep -q -- '--cache-size=10' && ! mountpoint -q '$MNT'"
+fstab_sum=$(cksum </etc/fstab)
+expect_fail "--update-fstab refuses a password" "no password" "$T" mount "redis://:secret@127.0.0.1:1/1" "$MNT" --update-fstab
+expect_ok "--update-fstab left /etc/fstab alone" test "$(cksum </etc/fstab)" = "$fstab_sum"
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
