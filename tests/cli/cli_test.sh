@@ -131,6 +131,17 @@ printf 'META_PASSWORD=x\nthis is not an assignment\n' >"$W/bad.env"
 expect_fail "mount helper: bad env-file" "bad.env, line 2: expected NAME=VALUE" "$W/mount.tessera" "sqlite3://$W/m.db" "$MNT" -o env-file="$W/bad.env"
 expect_fail "mount helper: missing env-file" "nothere.env" "$W/mount.tessera" "sqlite3://$W/m.db" "$MNT" -o env-file="$W/nothere.env"
 expect_ok "mount helper -f mounts nothing" bash -c "'$W/mount.tessera' 'sqlite3://$W/m.db' '$MNT' -f -o cache-size=10,_netdev 2>&1 | grep -q -- '--cache-size=10' && ! mountpoint -q '$MNT'"
+# Every option of `tessera mount --help` has its -o form (a value "1" is
+# enough to see the translation; -f mounts nothing).
+for opt in $("$T" mount --help | grep -oE -- '^ +(-[a-z],)?--[a-z][a-z-]*' | grep -oE -- '--[a-z-]+$'); do
+  name=${opt#--}
+  case $name in help | background | update-fstab) continue ;; esac
+  out=$("$W/mount.tessera" "sqlite3://$W/m.db" "$MNT" -f -o "$name=1" 2>&1)
+  if grep -qE -- " $opt(=1)?( |$)" <<<"$out"; then passed=$((passed + 1)); else
+    failed=$((failed + 1))
+    echo "FAIL mount helper: -o $name=1 gave <$out>"
+  fi
+done
 fstab_sum=$(cksum </etc/fstab)
 expect_fail "--update-fstab refuses a password" "no password" "$T" mount "redis://:secret@127.0.0.1:1/1" "$MNT" --update-fstab
 expect_ok "--update-fstab left /etc/fstab alone" test "$(cksum </etc/fstab)" = "$fstab_sum"
