@@ -13,8 +13,13 @@ step() { printf '\n==== [%dm%02ds] %s\n' $(((SECONDS - START) / 60)) $(((SECONDS
 step "build (RelWithDebInfo)"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 ninja -C build -j "$JOBS"
+# The unit tests of the backends (label "backend": Redis, PostgreSQL and S3,
+# each against its own private server) mostly wait on their servers: they
+# run side by side, everything else one at a time.
 step "tests (RelWithDebInfo)"
-ctest --test-dir build --output-on-failure -j 1 -LE campaign
+ctest --test-dir build --output-on-failure -j 1 -LE 'campaign|backend'
+step "backend unit tests (RelWithDebInfo), side by side"
+ctest --test-dir build --output-on-failure -j 4 -L backend
 step "campaigns, short versions (together: they mostly wait on outages and timeouts)"
 ctest --test-dir build --output-on-failure -j 5 -L campaign
 
@@ -26,12 +31,14 @@ if [ "${TESSERA_SKIP_SANITIZERS:-0}" != 1 ]; then
   # The project build inside a mount, and the suites on Redis/PostgreSQL + S3
   # (the same client code as the other suites, slowed by the S3 server), and
   # the Debian package's test, are left to the normal run.
-  ASAN_OPTIONS=detect_leaks=1 TESSERA_E2E_QUICK=1 TESSERA_TEST_QUICK=1 ctest --test-dir build-asan --output-on-failure -j 1 -E e2e_build -LE 'servers|package'
+  ASAN_OPTIONS=detect_leaks=1 TESSERA_E2E_QUICK=1 TESSERA_TEST_QUICK=1 ctest --test-dir build-asan --output-on-failure -j 1 -E e2e_build -LE 'servers|package|backend'
+  ASAN_OPTIONS=detect_leaks=1 TESSERA_TEST_QUICK=1 ctest --test-dir build-asan --output-on-failure -j 4 -L backend
 
   step "build (TSan: concurrent layers)"
   cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTESSERA_SANITIZE=thread >/dev/null
   ninja -C build-tsan -j "$JOBS" common_test kv_test meta_test vfs_test object_test chunk_test fuzz_targets
   step "tests (TSan)"
-  TSAN_OPTIONS=halt_on_error=1 TESSERA_TEST_QUICK=1 ctest --test-dir build-tsan --output-on-failure -j 1 -L unit
+  TSAN_OPTIONS=halt_on_error=1 TESSERA_TEST_QUICK=1 ctest --test-dir build-tsan --output-on-failure -j 1 -L unit -LE backend
+  TSAN_OPTIONS=halt_on_error=1 TESSERA_TEST_QUICK=1 ctest --test-dir build-tsan --output-on-failure -j 4 -L backend
 fi
 step "all tests passed"

@@ -34,12 +34,13 @@ cp /etc/fstab "$WORK/fstab.orig" 2>/dev/null || : >"$WORK/fstab.orig"
 cleanup() {
   for m in "$WORK"/mnt*; do mountpoint -q "$m" 2>/dev/null && umount -l "$m"; done
   cp "$WORK/fstab.orig" /etc/fstab
+  rm -f /etc/tessera/pkgtest.conf
   redis-cli -u "$REDIS" -a secret-pw-4711 --no-auth-warning CONFIG SET requirepass "" >/dev/null 2>&1 || true
   dpkg --purge tessera >/dev/null 2>&1 || true
   rm -rf "$WORK"
 }
 trap cleanup EXIT
-mkdir -p "$WORK/mnt1" "$WORK/mnt2" "$WORK/mnt3"
+mkdir -p "$WORK/mnt1" "$WORK/mnt2" "$WORK/mnt3" "$WORK/mnt4"
 
 log "build the package (scripts/package.sh)"
 deb=$(bash "$ROOT/scripts/package.sh" "$BUILD" "$WORK/dist" | tail -1)
@@ -147,6 +148,47 @@ out=$(mount -t tessera -o "env-file=$WORK/missing.env" "$meta" "$WORK/mnt3" 2>&1
 grep -q "missing.env" <<<"$out" || fail "unclear error for a missing env-file: $out"
 out=$(mount -t tessera -o "no-such-option=1" "sqlite3://$WORK/v1.db" "$WORK/mnt3" 2>&1) && fail "mounted with an unknown option"
 grep -q "no-such-option" <<<"$out" || fail "unclear error for an unknown option: $out"
+
+log "tessera@.service's commands, run as systemd runs them (systemd is not PID 1 here)"
+unit=/usr/lib/systemd/system/tessera@.service
+mkdir -p /etc/tessera
+[ -e /etc/tessera/pkgtest.conf ] && fail "/etc/tessera/pkgtest.conf exists already"
+conf=/etc/tessera/pkgtest.conf
+printf 'META_URL=sqlite3://%s\nMOUNTPOINT=%s\nMOUNT_OPTIONS=--mem-cache-size 44 --writeback\n' \
+  "$WORK/v1.db" "$WORK/mnt4" >"$conf"
+# unit_cmd KEY [N]: the Nth KEY= line of the unit, run with the conf's
+# variables ($X split into words, ${X} one word, as systemd does).
+unit_cmd() {
+  local cmd
+  cmd=$(sed -n "s/^$1=-\{0,1\}//p" "$unit" | sed -n "${2:-1}p")
+  [ -n "$cmd" ] || fail "no $1 line ${2:-1} in the unit"
+  (
+    # EnvironmentFile= syntax: NAME=VALUE lines, the value taken whole.
+    while IFS='=' read -r k v; do [[ $k =~ ^[A-Z_]+$ ]] && export "$k=$v"; done <"$conf"
+    eval "$cmd"
+  )
+}
+start_service() {
+  unit_cmd ExecStartPre 1 >/dev/null 2>&1 || true  # '-': a failure is ignored
+  unit_cmd ExecStartPre 2 || fail "ExecStartPre 2"
+  unit_cmd ExecStart >>"$WORK/m4.log" 2>&1 &
+  svc=$!
+  for _ in $(seq 100); do mountpoint -q "$WORK/mnt4" && return 0; sleep 0.1; done
+  fail "ExecStart did not mount"
+}
+start_service
+grep -q "memory block cache 44 MiB.*writeback on" "$WORK/m4.log" || fail "MOUNT_OPTIONS not in effect: $(grep caches "$WORK/m4.log")"
+cp "$WORK/data" "$WORK/mnt4/data4"
+kill -9 "$svc"; wait "$svc" 2>/dev/null || true
+pkill -9 -f -- "sqlite3://$WORK/v1.db $WORK/mnt4" || true
+sleep 0.3
+start_service  # Restart=on-failure: the dead mount is detached first
+cmp "$WORK/data" "$WORK/mnt4/data4" || fail "data written before the crash differs after the restart"
+unit_cmd ExecStop || fail "ExecStop"
+wait "$svc" || fail "the client exited with $? after ExecStop"
+! mountpoint -q "$WORK/mnt4" || fail "still mounted after ExecStop"
+rm -f "$conf"
+rmdir /etc/tessera 2>/dev/null || true
 
 log "dpkg --purge leaves only the volumes' data"
 files=$(dpkg -L tessera | while read -r f; do [ -f "$f" ] || [ -L "$f" ] && echo "$f"; done)
