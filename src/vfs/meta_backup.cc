@@ -33,6 +33,12 @@ Result<std::string> BackupMeta(meta::Meta* meta, object::ObjectStore* store, siz
   static std::atomic<int> seq{0};
   const std::string tmp = fmt::format("{}/tessera-backup-{}-{}.json.gz", tmpdir != nullptr ? tmpdir : "/tmp", getpid(),
                                       seq.fetch_add(1));
+  // The temporary file goes whatever happens (a failed or cancelled dump
+  // must not leave one per attempt).
+  struct RemoveOnExit {
+    const std::string& path;
+    ~RemoveOnExit() { ::unlink(path.c_str()); }
+  } remove_tmp{tmp};
   meta::DumpStats stats;
   {
     ASSIGN_OR_RETURN(auto file, meta::DumpFile::Create(tmp, true));
@@ -47,12 +53,8 @@ Result<std::string> BackupMeta(meta::Meta* meta, object::ObjectStore* store, siz
     std::ostringstream ss;
     ss << in.rdbuf();
     body = std::move(ss).str();
-    if (!in.good() && !in.eof()) {
-      ::unlink(tmp.c_str());
-      return Status::Err(EIO, "reading back " + tmp);
-    }
+    if (!in.good() && !in.eof()) return Status::Err(EIO, "reading back " + tmp);
   }
-  ::unlink(tmp.c_str());
   std::time_t now = std::time(nullptr);
   std::tm tm{};
   gmtime_r(&now, &tm);

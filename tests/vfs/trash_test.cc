@@ -5,11 +5,13 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "meta/fault_meta.h"
 #include "meta/meta.h"
 
 namespace tessera::vfs {
@@ -17,6 +19,7 @@ namespace {
 
 using meta::Attr;
 using meta::Context;
+using meta::Entry;
 using meta::Ino;
 
 #define ASSERT_OK(expr)                                      \
@@ -142,6 +145,71 @@ TEST_F(TrashJobsTest, PurgeRemovesExpiredHoursAndTheirData) {
 
   EXPECT_FALSE(ParseTrashHour("2026-12-01").ok());
   EXPECT_EQ(*ParseTrashHour("1970-01-01-01"), 3600);
+}
+
+// The purge meets an engine that fails a fifth of its removals and loses a
+// tenth of its replies (the removal done, the caller told EIO): each failed
+// run stops with the error, the next one goes on, and once one succeeds the
+// expired hour is gone with exactly its data, while the live tree is
+// untouched.
+TEST_F(TrashJobsTest, APurgeFailingHalfwayFinishesLaterAndTouchesNothingElse) {
+  auto spec = meta::FaultMeta::Spec::Parse("seed=11,error=0.2,lost_reply=0.1,ops=namespace");
+  ASSERT_TRUE(spec.ok());
+  meta::FaultMeta faulty(std::move(m_), *spec);
+  meta::Meta* raw = faulty.inner();
+  auto make = [&](Ino parent, const std::string& name, uint32_t mode, uint64_t* slice_id) {
+    Ino ino = 0;
+    Attr a;
+    EXPECT_TRUE(raw->Mknod(Context::Root(), parent, name, mode, 0, 0, "", &ino, &a).ok()) << name;
+    if (slice_id != nullptr) {
+      auto id = raw->NewSliceId();
+      EXPECT_TRUE(id.ok());
+      *slice_id = *id;
+      EXPECT_TRUE(raw->Write(Context::Root(), ino, 0, chunk::Slice{0, *id, 100, 0, 100}, meta::Now(), &a).ok());
+    }
+    return ino;
+  };
+  // A tree of 3 directories and 30 files with data, removed into the trash.
+  std::vector<uint64_t> trashed(30);
+  Ino top = make(meta::kRootIno, "old", S_IFDIR | 0755, nullptr);
+  for (int d = 0; d < 3; ++d) {
+    Ino dir = make(top, "d" + std::to_string(d), S_IFDIR | 0755, nullptr);
+    for (int f = 0; f < 10; ++f) make(dir, "f" + std::to_string(f), S_IFREG | 0644, &trashed[size_t(d * 10 + f)]);
+  }
+  {
+    std::vector<Entry> entries;
+    ASSERT_OK(raw->Readdir(Context::Root(), top, false, &entries));
+    for (const auto& e : entries) {
+      std::vector<Entry> files;
+      ASSERT_OK(raw->Readdir(Context::Root(), e.ino, false, &files));
+      for (const auto& f : files) ASSERT_OK(raw->Unlink(Context::Root(), e.ino, f.name));
+      ASSERT_OK(raw->Rmdir(Context::Root(), top, e.name));
+    }
+    ASSERT_OK(raw->Rmdir(Context::Root(), meta::kRootIno, "old"));
+  }
+  uint64_t live_slice = 0;
+  Ino live = make(meta::kRootIno, "live", S_IFREG | 0644, &live_slice);
+
+  const int64_t later = meta::Now().sec + 2 * 86400;  // past trash-days
+  int failed_runs = 0;
+  for (int run = 0; run < 200 && !PurgeTrash(&faulty, 1, later).ok(); ++run) ++failed_runs;
+  EXPECT_GT(failed_runs, 0) << "no fault hit the purge: the test proves nothing";
+  EXPECT_GT(faulty.stats().lost_replies, 0u);
+  std::vector<Entry> hours;
+  ASSERT_OK(ListTrashHours(raw, &hours));
+  EXPECT_TRUE(hours.empty()) << "the expired hour is still there";
+  Attr attr;
+  ASSERT_OK(raw->GetAttr(Context::Root(), live, &attr));
+  EXPECT_EQ(attr.length, 100u);
+
+  std::vector<uint64_t> deleted;
+  ASSERT_TRUE(raw->CleanupDeleted([&](uint64_t sid, uint32_t) { deleted.push_back(sid); return Status::OK(); }, 1000).ok());
+  std::sort(deleted.begin(), deleted.end());
+  std::sort(trashed.begin(), trashed.end());
+  EXPECT_EQ(deleted, trashed) << "exactly the purged files' data goes";
+  std::vector<std::string> problems;
+  ASSERT_OK(raw->Check(&problems));
+  EXPECT_TRUE(problems.empty()) << problems.front();
 }
 
 }  // namespace
