@@ -97,6 +97,9 @@ grep " $WORK/mnt1 fuse.tessera " /proc/mounts | grep -q noatime || fail "noatime
 grep -q "attributes 2.5s, .*memory block cache 77 MiB" "$WORK/m1.log" || fail "-o options not in effect: $(grep caches "$WORK/m1.log")"
 grep -q "writeback_cache on" "$WORK/m1.log" || fail "-o writeback_cache not in effect"
 grep -q "TARGET=$WORK/mnt1 .*helper=tessera" /run/mount/utab || fail "no utab entry with helper=tessera"
+got=$(bash -c 'source /usr/share/bash-completion/completions/tessera
+  COMP_WORDS=(tessera umount "$1/mn"); COMP_CWORD=2; _tessera; echo "${COMPREPLY[*]}"' _ "$WORK")
+[ "$got" = "$WORK/mnt1" ] || fail "bash completion of tessera umount gave '$got', want the mount point $WORK/mnt1"
 head -c 5000000 /dev/urandom >"$WORK/data"
 cp "$WORK/data" "$WORK/mnt1/data"
 # mount(8) ran /sbin/mount.tessera, which forked the client.
