@@ -152,7 +152,7 @@ which is
 it waits for the client to exit.
 )roff";
 
-std::string ManPage(const CLI::App& app, const CLI::App& cmd) {
+std::string ManPage(const CLI::App& cmd) {
   const std::string name = "tessera-" + cmd.get_name();
   std::string page = Header(name, 1);
   page += fmt::format(".SH NAME\n{} \\- {}\n", Roff(name), Roff(cmd.get_description()));
@@ -163,7 +163,6 @@ std::string ManPage(const CLI::App& app, const CLI::App& cmd) {
   if (cmd.get_name() == "mount") page += kMountSystemText;
   page += fmt::format(".SH SEE ALSO\n\\fBtessera\\fR(1){}\n",
                       cmd.get_name() == "mount" ? ", \\fBmount.tessera\\fR(8), \\fBfstab\\fR(5)" : "");
-  (void)app;
   return page;
 }
 
@@ -317,7 +316,7 @@ Status WriteManPages(const CLI::App& app, const std::string& dir) {
     return Status::Err(errno, fmt::format("cannot create {}: {}", dir, strerror(errno)));
   RETURN_IF_ERROR(WriteFile(dir + "/tessera.1", MainPage(app)));
   for (const CLI::App* c : Commands(app))
-    RETURN_IF_ERROR(WriteFile(fmt::format("{}/tessera-{}.1", dir, c->get_name()), ManPage(app, *c)));
+    RETURN_IF_ERROR(WriteFile(fmt::format("{}/tessera-{}.1", dir, c->get_name()), ManPage(*c)));
   return WriteFile(dir + "/mount.tessera.8", ".so man1/tessera-mount.1\n");
 }
 

@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "cli/commands.h"
 #include "common/url.h"
@@ -46,12 +47,6 @@ std::vector<std::string> SplitOptions(const std::string& s) {
     }
   }
   if (!cur.empty()) out.push_back(std::move(cur));
-  return out;
-}
-
-std::string Join(const std::vector<std::string>& v) {
-  std::string out;
-  for (const auto& s : v) out += (out.empty() ? "" : ",") + s;
   return out;
 }
 
@@ -122,11 +117,11 @@ Result<HelperArgs> TranslateMountHelper(int argc, char** argv, const OptionLooku
       }
     }
   }
-  if (!fuse_opts.empty()) h.args.insert(h.args.end(), {"-o", Join(fuse_opts)});
+  if (!fuse_opts.empty()) h.args.insert(h.args.end(), {"-o", fmt::format("{}", fmt::join(fuse_opts, ","))});
   // The kernel shows SPEC as the mount's source, so that mount(8)'s utab
   // entry matches it; never a password (it is in /proc/mounts for all to read).
   if (RedactUrl(spec) == spec) h.args.push_back("--fs-name=" + spec);
-  if (!user_opts.empty()) h.args.push_back("--utab-options=" + Join(user_opts));
+  if (!user_opts.empty()) h.args.push_back("--utab-options=" + fmt::format("{}", fmt::join(user_opts, ",")));
   return h;
 }
 
@@ -157,13 +152,13 @@ Status LoadEnvFile(const std::string& path) {
   if (stat(path.c_str(), &st) == 0 && (st.st_mode & 077) != 0)
     std::fprintf(stderr, "tessera: warning: %s can be read by other users; it holds secrets: chmod 600 it\n",
                  path.c_str());
+  auto trim = [](const std::string& s) {
+    const size_t b = s.find_first_not_of(" \t\r");
+    const size_t e = s.find_last_not_of(" \t\r");
+    return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
+  };
   std::string line;
   for (int n = 1; std::getline(in, line); ++n) {
-    auto trim = [](std::string s) {
-      const size_t b = s.find_first_not_of(" \t\r");
-      const size_t e = s.find_last_not_of(" \t\r");
-      return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
-    };
     line = trim(line);
     if (line.empty() || line[0] == '#') continue;
     if (line.starts_with("export ")) line = trim(line.substr(7));

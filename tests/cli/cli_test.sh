@@ -120,6 +120,7 @@ expect_ok "fsck" "$T" fsck "sqlite3://$W/m.db"
 expect_ok "version" bash -c "'$T' version | grep -q 'tessera version'"
 expect_ok "--version names the commit and build type" bash -c "'$T' --version | grep -qE '^tessera version [0-9.]+ \\(commit [0-9a-f]{12}(-dirty)?, [A-Za-z]+ build\\)$'"
 expect_fail "completion for an unknown shell" "bash.*zsh" "$T" completion fish
+expect_fail "man pages into a directory that cannot be made" "cannot create /proc/tessera-man" "$T" gen-man /proc/tessera-man
 
 # mount(8)'s helper (the same program, called mount.tessera) and --update-fstab.
 ln -s "$T" "$W/mount.tessera"

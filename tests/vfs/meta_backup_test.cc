@@ -16,9 +16,11 @@
 
 #include <gtest/gtest.h>
 
+#include "../chunk/test_util.h"
 #include "meta/meta.h"
 #include "object/fault_store.h"
 #include "object/memory_store.h"
+#include "test_util.h"
 
 namespace tessera::vfs {
 namespace {
@@ -26,13 +28,8 @@ namespace {
 class MetaBackupTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto m = meta::Open("memory://");
-    ASSERT_TRUE(m.ok());
-    meta_ = std::move(*m);
-    meta::Format f;
-    f.name = "backups";
-    f.uuid = meta::NewUuid();
-    ASSERT_TRUE(meta_->Init(f, false).ok());
+    meta_ = testing::MemoryVolume("backups");
+    ASSERT_NE(meta_, nullptr);
     for (int i = 0; i < 20; ++i) {
       meta::Ino ino = 0;
       meta::Attr a;
@@ -52,23 +49,9 @@ class MetaBackupTest : public ::testing::Test {
   }
   // A store whose operations in `ops` (put, delete, ...) all fail.
   static std::unique_ptr<object::FaultStore> Failing(object::ObjectStore* inner, const std::string& ops) {
-    struct Borrowed final : object::ObjectStore {
-      explicit Borrowed(object::ObjectStore* s) : s_(s) {}
-      std::string Describe() const override { return s_->Describe(); }
-      Status Create() override { return s_->Create(); }
-      Status Put(const std::string& k, std::string_view d) override { return s_->Put(k, d); }
-      Result<std::string> Get(const std::string& k, int64_t off, int64_t len) override { return s_->Get(k, off, len); }
-      Status Delete(const std::string& k) override { return s_->Delete(k); }
-      Result<object::ObjectInfo> Head(const std::string& k) override { return s_->Head(k); }
-      Status List(const std::string& p, const std::string& a, size_t l, std::vector<object::ObjectInfo>* o,
-                  bool* m) override {
-        return s_->List(p, a, l, o, m);
-      }
-      object::ObjectStore* s_;
-    };
     auto spec = object::FaultSpec::Parse("seed=1,error=1,ops=" + ops);
     EXPECT_TRUE(spec.ok());
-    return std::make_unique<object::FaultStore>(std::make_unique<Borrowed>(inner), *spec);
+    return std::make_unique<object::FaultStore>(std::make_unique<chunk::testing::CountingStore>(inner), *spec);
   }
   std::vector<std::string> Keys() {
     std::vector<object::ObjectInfo> all;

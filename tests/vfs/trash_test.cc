@@ -13,6 +13,7 @@
 
 #include "meta/fault_meta.h"
 #include "meta/meta.h"
+#include "test_util.h"
 
 namespace tessera::vfs {
 namespace {
@@ -31,14 +32,8 @@ using meta::Ino;
 class TrashJobsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto m = meta::Open("memory://");
-    ASSERT_TRUE(m.ok());
-    m_ = std::move(*m);
-    meta::Format f;
-    f.name = "trash";
-    f.uuid = meta::NewUuid();
-    f.trash_days = 1;
-    ASSERT_OK(m_->Init(f, false));
+    m_ = testing::MemoryVolume("trash", 1);
+    ASSERT_NE(m_, nullptr);
   }
   Ino Make(Ino parent, const std::string& name, uint32_t mode) {
     Ino ino = 0;
