@@ -4,8 +4,10 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <functional>
 #include <cstring>
 #include <map>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -347,6 +349,10 @@ class Loader {
     counters_[keys::kNextSlice] = std::max<int64_t>(counters_[keys::kNextSlice], int64_t(max_slice_));
     counters_[keys::kUsedSpace] = int64_t(used_space_);
     counters_[keys::kTotalInodes] = int64_t(stats_->inodes);
+    if (!waiting_.empty())
+      return Status::Err(EINVAL, fmt::format("the dump is damaged: inode {} has a name but no record",
+                                             waiting_.begin()->first));
+    RETURN_IF_ERROR(WriteUsage());
     RETURN_IF_ERROR(meta_->WriteTree([&](TreeWriter& w) -> Status {
       for (const auto& [name, v] : counters_) RETURN_IF_ERROR(w.PutCounter(name, v));
       return w.PutSetting(format_);
@@ -411,6 +417,7 @@ class Loader {
     }
     if (j.contains("chunks")) RETURN_IF_ERROR(AddChunks(j["chunks"], &rec));
     if (a.IsFile()) used_space_ += Align4K(a.length);
+    if (!a.IsDir()) Named(rec.ino, a);
     if (!IsTrashIno(rec.ino)) max_ino_ = std::max(max_ino_, rec.ino);  // the trash's numbers are apart
     ++stats_->inodes;
     pending_ = std::move(rec);
@@ -450,6 +457,12 @@ class Loader {
       uint32_t type = e.at(2).get<uint32_t>();
       if (ino == 0 || type == 0 || type > (S_IFMT >> 12)) return Bad("bad entry");
       batch_bytes_ += name.size() + 32;
+      dirstats_[parent].inodes++;
+      if ((type << 12) != S_IFDIR) {
+        auto known = linked_.find(ino);
+        if (known != linked_.end()) Charge(parent, ino, known->second.first);
+        else waiting_[ino].push_back(parent);
+      }
       entries_.push_back(PendingEntry{parent, std::move(name), ino, type << 12});
       ++stats_->entries;
     }
@@ -501,6 +514,41 @@ class Loader {
     return Status::OK();
   }
 
+  // Directory statistics and parent records, derived as the tree streams
+  // by (docs/format.md, "Directory statistics"): a non-directory's entries
+  // come before its record, except later names of a hard-linked inode.
+  void Named(Ino ino, const Attr& a) {
+    const uint64_t length = a.IsFile() ? a.length : 0;
+    if (a.nlink > 1) linked_[ino] = {length, {}};
+    auto w = waiting_.find(ino);
+    if (w == waiting_.end()) return;
+    for (Ino parent : w->second) Charge(parent, ino, length);
+    waiting_.erase(w);
+  }
+  void Charge(Ino parent, Ino ino, uint64_t length) {
+    dirstats_[parent].length += int64_t(length);
+    dirstats_[parent].space += int64_t(Align4K(length));
+    auto l = linked_.find(ino);
+    if (l != linked_.end()) l->second.second[parent]++;
+  }
+  Status WriteUsage() {
+    std::vector<std::function<Status(TreeWriter&)>> ops;
+    for (const auto& [dir, d] : dirstats_) ops.push_back([dir, d](TreeWriter& w) { return w.PutDirStat(dir, d); });
+    for (const auto& [ino, l] : linked_) {
+      ParentCounts p(l.second.begin(), l.second.end());
+      uint32_t names = 0;
+      for (const auto& [dir, n] : p) names += n;
+      if (names > 1) ops.push_back([ino, p](TreeWriter& w) { return w.PutParents(ino, p); });
+    }
+    for (size_t from = 0; from < ops.size(); from += opts_.batch_records) {
+      RETURN_IF_ERROR(meta_->WriteTree([&](TreeWriter& w) -> Status {
+        for (size_t i = from; i < std::min(ops.size(), from + opts_.batch_records); ++i) RETURN_IF_ERROR(ops[i](w));
+        return Status::OK();
+      }));
+    }
+    return Status::OK();
+  }
+
   struct PendingEntry {
     Ino parent;
     std::string name;
@@ -526,6 +574,9 @@ class Loader {
   std::vector<InodeRecord> inodes_;
   std::vector<PendingEntry> entries_;
   size_t batch_bytes_ = 0;
+  std::unordered_map<Ino, DirStat> dirstats_;          // one per directory with entries
+  std::unordered_map<Ino, std::vector<Ino>> waiting_;  // named, record not read yet -> its directories
+  std::unordered_map<Ino, std::pair<uint64_t, std::map<Ino, uint32_t>>> linked_;  // nlink > 1: length, names per dir
 };
 
 }  // namespace

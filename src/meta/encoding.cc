@@ -51,6 +51,14 @@ std::string XattrPrefix(Ino ino) { return InodeKey(ino, 'X'); }
 std::string XattrKey(Ino ino, std::string_view name) { return XattrPrefix(ino).append(name); }
 std::string FlockKey(Ino ino) { return InodeKey(ino, 'F'); }
 std::string PlockKey(Ino ino) { return InodeKey(ino, 'P'); }
+std::string ParentPrefix(Ino ino) { return InodeKey(ino, 'L'); }
+std::string ParentKey(Ino ino, Ino parent) {
+  std::string k = ParentPrefix(ino);
+  kv::AppendU64BE(&k, parent);
+  return k;
+}
+std::string DirStatPrefix() { return "U"; }
+std::string DirStatKey(Ino dir) { return SidKey("U", dir); }
 std::string DeletedPrefix() { return "D"; }
 std::string DeletedKey(Ino ino) { return SidKey("D", ino); }
 std::string SliceGcPrefix() { return "G"; }
@@ -148,6 +156,23 @@ std::string EncodeI64(int64_t v) {
   std::string s;
   Put(&s, v);
   return s;
+}
+
+std::string EncodeDirStat(const DirStat& d) {
+  std::string s;
+  Put(&s, d.length);
+  Put(&s, d.space);
+  Put(&s, d.inodes);
+  return s;
+}
+
+DirStat DecodeDirStat(std::string_view v) {
+  DirStat d;
+  if (v.size() < 24) return d;
+  d.length = Take<int64_t>(&v);
+  d.space = Take<int64_t>(&v);
+  d.inodes = Take<int64_t>(&v);
+  return d;
 }
 
 int64_t DecodeI64(std::string_view v) {

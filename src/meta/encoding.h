@@ -41,6 +41,12 @@ std::string SustainedKey(uint64_t sid, Ino ino);
 std::string SessionLockPrefix(uint64_t sid);
 std::string SessionLockKey(uint64_t sid, Ino ino);
 std::string JobKey(std::string_view name);
+// Directory statistics: "U" ino8 -> EncodeDirStat.
+std::string DirStatPrefix();
+std::string DirStatKey(Ino dir);
+// Parents of a file with several names: "A" ino8 "L" parent8 -> names (int64).
+std::string ParentPrefix(Ino ino);
+std::string ParentKey(Ino ino, Ino parent);
 // A slice replaced by compaction while the trash is on: deleted not before
 // `not_before` (unix seconds), then moved to the "G" queue.
 std::string DelayedSlicePrefix();
@@ -53,6 +59,10 @@ Status DecodeAttr(std::string_view v, Attr* a);
 // Directory entry value: type (S_IFMT >> 12) byte + ino (8 bytes BE).
 std::string EncodeEntry(Ino ino, uint32_t type);
 Status DecodeEntry(std::string_view v, Ino* ino, uint32_t* type);
+
+// length, space, inodes: three int64 little-endian.
+std::string EncodeDirStat(const DirStat& d);
+DirStat DecodeDirStat(std::string_view v);
 
 std::string EncodeI64(int64_t v);
 int64_t DecodeI64(std::string_view v);

@@ -71,6 +71,10 @@ class FaultMeta final : public Meta {
   Status ReadTree(const std::function<Status(TreeReader&)>& fn) override { return inner_->ReadTree(fn); }
   Status WriteTree(const std::function<Status(TreeWriter&)>& fn) override { return inner_->WriteTree(fn); }
   Result<bool> IsEmpty() override { return inner_->IsEmpty(); }
+  Status GetDirStats(const std::vector<Ino>& dirs, std::vector<DirStat>* out) override {
+    return inner_->GetDirStats(dirs, out);
+  }
+  Status FlushDirStats() override { return inner_->FlushDirStats(); }
   Result<bool> ClaimJob(const std::string& name, int64_t interval_sec) override {
     return inner_->ClaimJob(name, interval_sec);
   }

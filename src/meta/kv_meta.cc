@@ -197,13 +197,117 @@ Status AppendSlicesTx(kv::Txn& tx, const std::string& key, std::string value, co
 
 }  // namespace
 
+// ---------------------------------------------------------------- usage
+
+Status KvMeta::RunCharged(const std::function<Status(kv::Txn&, StatDeltas*)>& fn) {
+  StatDeltas deltas;
+  Status st = engine_->Run([&](kv::Txn& tx) {
+    deltas.clear();  // a retried transaction starts over
+    return fn(tx, &deltas);
+  });
+  if (st.ok()) dirstats_.Merge(deltas);
+  return st;
+}
+
+Status KvMeta::ChargeLengthTx(kv::Txn& tx, Ino ino, const Attr& attr, uint64_t old_len, StatDeltas* deltas) {
+  if (attr.length == old_len || attr.nlink == 0) return Status::OK();
+  const DirStat d = LengthDelta(old_len, attr.length);
+  if (attr.nlink > 1) {
+    const std::string prefix = ParentPrefix(ino);
+    bool any = false;
+    RETURN_IF_ERROR(tx.Scan(prefix, kv::PrefixEnd(prefix), 0, [&](std::string_view k, std::string_view v) {
+      if (k.size() != prefix.size() + 8) return true;
+      const int64_t n = DecodeI64(v);
+      deltas->emplace_back(kv::ReadU64BE(k.substr(prefix.size())), DirStat{d.length * n, d.space * n, 0});
+      any = true;
+      return true;
+    }));
+    if (any) return Status::OK();  // else: records missing (fsck --repair rebuilds them)
+  }
+  deltas->emplace_back(attr.parent, d);
+  return Status::OK();
+}
+
+Status KvMeta::AddParentTx(kv::Txn& tx, Ino ino, const Attr& attr, Ino parent) {
+  if (attr.nlink == 1) RETURN_IF_ERROR(tx.Put(ParentKey(ino, attr.parent), EncodeI64(1)));
+  return tx.Incr(ParentKey(ino, parent), 1).status();
+}
+
+Status KvMeta::DropParentTx(kv::Txn& tx, Ino ino, Attr* attr, Ino parent) {
+  ASSIGN_OR_RETURN(int64_t left, tx.Incr(ParentKey(ino, parent), -1));
+  if (left <= 0) RETURN_IF_ERROR(tx.Delete(ParentKey(ino, parent)));
+  if (attr->nlink != 1) return Status::OK();
+  // One name left: its directory becomes the parent, the records go.
+  const std::string prefix = ParentPrefix(ino);
+  std::vector<std::pair<std::string, int64_t>> records;
+  RETURN_IF_ERROR(tx.Scan(prefix, kv::PrefixEnd(prefix), 0, [&](std::string_view k, std::string_view v) {
+    records.emplace_back(k, DecodeI64(v));
+    return true;
+  }));
+  for (const auto& [k, n] : records) {
+    if (n > 0 && k.size() == prefix.size() + 8) attr->parent = kv::ReadU64BE(std::string_view(k).substr(prefix.size()));
+    RETURN_IF_ERROR(tx.Delete(k));
+  }
+  return Status::OK();
+}
+
+Status KvMeta::MoveParentTx(kv::Txn& tx, Ino ino, const Attr& attr, Ino from, Ino to) {
+  if (attr.IsDir() || attr.nlink < 2 || from == to) return Status::OK();
+  ASSIGN_OR_RETURN(int64_t left, tx.Incr(ParentKey(ino, from), -1));
+  if (left <= 0) RETURN_IF_ERROR(tx.Delete(ParentKey(ino, from)));
+  return tx.Incr(ParentKey(ino, to), 1).status();
+}
+
+Status KvMeta::GetDirStats(const std::vector<Ino>& dirs, std::vector<DirStat>* out) {
+  RETURN_IF_ERROR(engine_->Run(
+      [&](kv::Txn& tx) {
+        out->assign(dirs.size(), DirStat{});
+        for (size_t i = 0; i < dirs.size(); ++i) {
+          auto v = tx.Get(DirStatKey(dirs[i]));
+          if (v.ok()) (*out)[i] = DecodeDirStat(*v);
+          else if (!v.status().not_found()) return v.status();
+        }
+        return Status::OK();
+      },
+      true));
+  for (size_t i = 0; i < dirs.size(); ++i) (*out)[i] += dirstats_.Pending(dirs[i]);
+  return Status::OK();
+}
+
+Status KvMeta::FlushDirStats() {
+  auto pending = dirstats_.Take();
+  if (pending.empty()) return Status::OK();
+  Status st = engine_->Run([&](kv::Txn& tx) {
+    for (const auto& [dir, d] : pending) {
+      Attr attr;
+      Status a = GetAttrTx(tx, dir, &attr);
+      if (a.not_found()) continue;  // removed meanwhile (its record went with it)
+      RETURN_IF_ERROR(a);
+      const std::string key = DirStatKey(dir);
+      auto v = tx.Get(key);
+      if (!v.ok() && !v.status().not_found()) return v.status();
+      DirStat cur = v.ok() ? DecodeDirStat(*v) : DirStat{};
+      cur += d;
+      RETURN_IF_ERROR(tx.Put(key, EncodeDirStat(cur)));
+    }
+    return Status::OK();
+  });
+  if (!st.ok()) dirstats_.Restore(pending);  // tried again at the next flush
+  return st;
+}
+
 // ---------------------------------------------------------------- basics
 
 KvMeta::KvMeta(std::unique_ptr<kv::Engine> engine)
     : engine_(std::move(engine)),
       inode_ids_(kInodeBatch, [this](uint64_t batch) { return ReserveIds(kNextInode, batch); }),
       slice_ids_(kSliceBatch, [this](uint64_t batch) { return ReserveIds(kNextSlice, batch); }) {}
-KvMeta::~KvMeta() = default;
+KvMeta::~KvMeta() {
+  // A client that ends without crashing loses no statistics (the VFS has
+  // flushed already; this covers tools and tests).
+  Status st = FlushDirStats();
+  if (!st.ok()) LOG_ERROR("writing directory statistics at exit: {} (fsck --repair recomputes them)", st.ToString());
+}
 
 Result<int64_t> KvMeta::ReserveIds(const char* counter, uint64_t batch) {
   int64_t last = 0;
@@ -411,7 +515,7 @@ Status KvMeta::TruncateChunksTx(kv::Txn& tx, Ino ino, uint64_t old_len, uint64_t
 Status KvMeta::Truncate(const Context& ctx, Ino ino, uint64_t length, bool check_perm, Attr* out) {
   if (length > kMaxFileSize) return Status::Err(EFBIG);
   Timespec now = Now();
-  return engine_->Run([&](kv::Txn& tx) {
+  return RunCharged([&](kv::Txn& tx, StatDeltas* deltas) {
     Attr attr;
     RETURN_IF_ERROR(GetAttrTx(tx, ino, &attr));
     if (attr.IsDir()) return Status::Err(EISDIR);
@@ -421,7 +525,9 @@ Status KvMeta::Truncate(const Context& ctx, Ino ino, uint64_t length, bool check
     RETURN_IF_ERROR(CheckSpaceTx(tx, delta));
     RETURN_IF_ERROR(TruncateChunksTx(tx, ino, attr.length, length));
     RETURN_IF_ERROR(IncrTx(tx, kUsedSpace, delta));
+    const uint64_t old_len = attr.length;
     attr.length = length;
+    RETURN_IF_ERROR(ChargeLengthTx(tx, ino, attr, old_len, deltas));
     attr.mtime = attr.ctime = now;
     RETURN_IF_ERROR(PutAttrTx(tx, ino, attr));
     *out = attr;
@@ -432,7 +538,7 @@ Status KvMeta::Truncate(const Context& ctx, Ino ino, uint64_t length, bool check
 Status KvMeta::Fallocate(const Context& ctx, Ino ino, int mode, uint64_t off, uint64_t len, Attr* out) {
   RETURN_IF_ERROR(CheckFallocateArgs(mode, off, len));
   Timespec now = Now();
-  return engine_->Run([&](kv::Txn& tx) {
+  return RunCharged([&](kv::Txn& tx, StatDeltas* deltas) {
     Attr attr;
     RETURN_IF_ERROR(GetAttrTx(tx, ino, &attr));
     if (attr.IsDir()) return Status::Err(EISDIR);
@@ -450,7 +556,9 @@ Status KvMeta::Fallocate(const Context& ctx, Ino ino, int mode, uint64_t off, ui
     bool changed = (mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE)) != 0;
     if (grows) {
       RETURN_IF_ERROR(IncrTx(tx, kUsedSpace, delta));
+      const uint64_t old_len = attr.length;
       attr.length = end;
+      RETURN_IF_ERROR(ChargeLengthTx(tx, ino, attr, old_len, deltas));
       changed = true;
     }
     if (changed) {
@@ -473,7 +581,7 @@ Status KvMeta::Mknod(const Context& ctx, Ino parent, const std::string& name, ui
   }
   ASSIGN_OR_RETURN(Ino new_ino, inode_ids_.Next());
   Timespec now = Now();
-  return engine_->Run([&](kv::Txn& tx) {
+  return RunCharged([&](kv::Txn& tx, StatDeltas* deltas) {
     Attr pattr;
     RETURN_IF_ERROR(FreeNameTx(tx, ctx, parent, name, &pattr));
 
@@ -500,6 +608,7 @@ Status KvMeta::Mknod(const Context& ctx, Ino parent, const std::string& name, ui
     pattr.mtime = pattr.ctime = now;
     RETURN_IF_ERROR(PutAttrTx(tx, parent, pattr));
     RETURN_IF_ERROR(IncrTx(tx, kTotalInodes, 1));
+    deltas->emplace_back(parent, EntryUsage(a));
     *ino = new_ino;
     *attr = a;
     return Status::OK();
@@ -510,7 +619,7 @@ Status KvMeta::Mknod(const Context& ctx, Ino parent, const std::string& name, ui
 
 Status KvMeta::EnsureTrash() {
   Timespec now = Now();
-  return engine_->Run([&](kv::Txn& tx) {
+  return RunCharged([&](kv::Txn& tx, StatDeltas* deltas) {
     Attr trash;
     Status st = GetAttrTx(tx, kTrashIno, &trash);
     if (st.ok()) return Status::OK();
@@ -529,12 +638,13 @@ Status KvMeta::EnsureTrash() {
     RETURN_IF_ERROR(tx.Put(EntryKey(kRootIno, kTrashName), EncodeEntry(kTrashIno, S_IFDIR)));
     root.nlink++;
     RETURN_IF_ERROR(PutAttrTx(tx, kRootIno, root));
+    deltas->emplace_back(kRootIno, EntryUsage(trash));
     return IncrTx(tx, kTotalInodes, 1);
   });
 }
 
 Result<bool> KvMeta::TrashTx(kv::Txn& tx, const Context& ctx, Ino parent, const std::string& name, Ino ino,
-                             Attr* attr, const Timespec& now) {
+                             Attr* attr, const Timespec& now, StatDeltas* deltas) {
   if (limits_.TrashDays() == 0 || ctx.no_trash || IsTrashIno(parent)) return false;
   Attr trash;
   Status st = GetAttrTx(tx, kTrashIno, &trash);
@@ -554,6 +664,7 @@ Result<bool> KvMeta::TrashTx(kv::Txn& tx, const Context& ctx, Ino parent, const 
     trash.mtime = trash.ctime = now;
     RETURN_IF_ERROR(PutAttrTx(tx, kTrashIno, trash));
     RETURN_IF_ERROR(IncrTx(tx, kTotalInodes, 1));
+    deltas->emplace_back(kTrashIno, EntryUsage(hattr));
   } else {
     RETURN_IF_ERROR(st);
   }
@@ -567,6 +678,7 @@ Result<bool> KvMeta::TrashTx(kv::Txn& tx, const Context& ctx, Ino parent, const 
   attr->parent = hour;
   attr->ctime = now;
   RETURN_IF_ERROR(PutAttrTx(tx, ino, *attr));
+  deltas->emplace_back(hour, EntryUsage(*attr));
   hattr.mtime = hattr.ctime = now;
   RETURN_IF_ERROR(PutAttrTx(tx, hour, hattr));
   return true;
@@ -577,7 +689,7 @@ Status KvMeta::Unlink(const Context& ctx, Ino parent, const std::string& name) {
   if (TouchesTrashRoot(ctx, parent, name)) return Status::Err(EPERM);
   RETURN_IF_ERROR(ValidName(name));
   Timespec now = Now();
-  return engine_->Run([&](kv::Txn& tx) {
+  return RunCharged([&](kv::Txn& tx, StatDeltas* deltas) {
     Attr pattr, attr;
     Ino ino = 0;
     RETURN_IF_ERROR(RemovableEntryTx(tx, ctx, parent, name, &pattr, &ino, &attr));
@@ -585,10 +697,14 @@ Status KvMeta::Unlink(const Context& ctx, Ino parent, const std::string& name) {
     RETURN_IF_ERROR(tx.Delete(EntryKey(parent, name)));
     pattr.mtime = pattr.ctime = now;
     RETURN_IF_ERROR(PutAttrTx(tx, parent, pattr));
+    deltas->emplace_back(parent, Negated(EntryUsage(attr)));
     attr.nlink--;
     attr.ctime = now;
-    if (attr.nlink > 0) return PutAttrTx(tx, ino, attr);
-    ASSIGN_OR_RETURN(bool trashed, TrashTx(tx, ctx, parent, name, ino, &attr, now));
+    if (attr.nlink > 0) {
+      RETURN_IF_ERROR(DropParentTx(tx, ino, &attr, parent));
+      return PutAttrTx(tx, ino, attr);
+    }
+    ASSIGN_OR_RETURN(bool trashed, TrashTx(tx, ctx, parent, name, ino, &attr, now, deltas));
     return trashed ? Status::OK() : ReleaseInodeTx(tx, ino, attr);
   });
 }
@@ -599,7 +715,7 @@ Status KvMeta::Rmdir(const Context& ctx, Ino parent, const std::string& name) {
   if (name == "..") return Status::Err(ENOTEMPTY);
   RETURN_IF_ERROR(ValidName(name));
   Timespec now = Now();
-  return engine_->Run([&](kv::Txn& tx) {
+  return RunCharged([&](kv::Txn& tx, StatDeltas* deltas) {
     Attr pattr, attr;
     Ino ino = 0;
     RETURN_IF_ERROR(RemovableEntryTx(tx, ctx, parent, name, &pattr, &ino, &attr));
@@ -611,9 +727,10 @@ Status KvMeta::Rmdir(const Context& ctx, Ino parent, const std::string& name) {
     pattr.nlink--;
     pattr.mtime = pattr.ctime = now;
     RETURN_IF_ERROR(PutAttrTx(tx, parent, pattr));
+    deltas->emplace_back(parent, Negated(EntryUsage(attr)));
     attr.nlink = 0;
     attr.ctime = now;
-    ASSIGN_OR_RETURN(bool trashed, TrashTx(tx, ctx, parent, name, ino, &attr, now));
+    ASSIGN_OR_RETURN(bool trashed, TrashTx(tx, ctx, parent, name, ino, &attr, now, deltas));
     return trashed ? Status::OK() : ReleaseInodeTx(tx, ino, attr);
   });
 }
@@ -635,7 +752,7 @@ Status KvMeta::Rename(const Context& ctx, Ino psrc, const std::string& nsrc, Ino
   RETURN_IF_ERROR(CheckRenameArgs(nsrc, ndst, flags));
   if (TouchesTrashRoot(ctx, psrc, nsrc) || TouchesTrashRoot(ctx, pdst, ndst)) return Status::Err(EPERM);
   Timespec now = Now();
-  return engine_->Run([&](kv::Txn& tx) {
+  return RunCharged([&](kv::Txn& tx, StatDeltas* deltas) {
     Attr sp, dp_storage;
     Attr& dp = pdst == psrc ? sp : dp_storage;  // one record when both parents are the same
     RETURN_IF_ERROR(WritableDirTx(tx, ctx, psrc, &sp));
@@ -685,6 +802,12 @@ Status KvMeta::Rename(const Context& ctx, Ino psrc, const std::string& nsrc, Ino
       RETURN_IF_ERROR(tx.Put(EntryKey(psrc, nsrc), EncodeEntry(dino, dtype)));
       RETURN_IF_ERROR(tx.Put(EntryKey(pdst, ndst), EncodeEntry(sino, stype)));
       if (psrc != pdst) {
+        DirStat moved = EntryUsage(sattr);
+        moved += Negated(EntryUsage(dattr));
+        deltas->emplace_back(psrc, Negated(moved));
+        deltas->emplace_back(pdst, moved);
+        RETURN_IF_ERROR(MoveParentTx(tx, sino, sattr, psrc, pdst));
+        RETURN_IF_ERROR(MoveParentTx(tx, dino, dattr, pdst, psrc));
         if (sattr.IsDir()) { sp.nlink--; dp.nlink++; }
         if (dattr.IsDir()) { dp.nlink--; sp.nlink++; }
         sattr.parent = pdst;
@@ -705,7 +828,13 @@ Status KvMeta::Rename(const Context& ctx, Ino psrc, const std::string& nsrc, Ino
       }
       RETURN_IF_ERROR(tx.Delete(EntryKey(psrc, nsrc)));
       RETURN_IF_ERROR(tx.Put(EntryKey(pdst, ndst), EncodeEntry(sino, stype)));
+      if (psrc != pdst) {
+        deltas->emplace_back(psrc, Negated(EntryUsage(sattr)));
+        deltas->emplace_back(pdst, EntryUsage(sattr));
+        RETURN_IF_ERROR(MoveParentTx(tx, sino, sattr, psrc, pdst));
+      }
       if (dexists) {
+        deltas->emplace_back(pdst, Negated(EntryUsage(dattr)));
         if (dattr.IsDir()) {
           dp.nlink--;
           dattr.nlink = 0;
@@ -714,9 +843,10 @@ Status KvMeta::Rename(const Context& ctx, Ino psrc, const std::string& nsrc, Ino
         }
         dattr.ctime = now;
         if (dattr.nlink > 0) {
+          RETURN_IF_ERROR(DropParentTx(tx, dino, &dattr, pdst));
           RETURN_IF_ERROR(PutAttrTx(tx, dino, dattr));
         } else {
-          ASSIGN_OR_RETURN(bool trashed, TrashTx(tx, ctx, pdst, ndst, dino, &dattr, now));
+          ASSIGN_OR_RETURN(bool trashed, TrashTx(tx, ctx, pdst, ndst, dino, &dattr, now, deltas));
           if (!trashed) RETURN_IF_ERROR(ReleaseInodeTx(tx, dino, dattr));
         }
       }
@@ -741,7 +871,7 @@ Status KvMeta::Link(const Context& ctx, Ino ino, Ino parent, const std::string& 
   if (IsDotName(name)) return Status::Err(EEXIST);
   RETURN_IF_ERROR(ValidName(name));
   Timespec now = Now();
-  return engine_->Run([&](kv::Txn& tx) {
+  return RunCharged([&](kv::Txn& tx, StatDeltas* deltas) {
     Attr attr;
     RETURN_IF_ERROR(GetAttrTx(tx, ino, &attr));
     if (attr.IsDir()) return Status::Err(EPERM);
@@ -749,6 +879,8 @@ Status KvMeta::Link(const Context& ctx, Ino ino, Ino parent, const std::string& 
     Attr pattr;
     RETURN_IF_ERROR(FreeNameTx(tx, ctx, parent, name, &pattr));
     RETURN_IF_ERROR(tx.Put(EntryKey(parent, name), EncodeEntry(ino, attr.mode & S_IFMT)));
+    RETURN_IF_ERROR(AddParentTx(tx, ino, attr, parent));
+    deltas->emplace_back(parent, EntryUsage(attr));
     pattr.mtime = pattr.ctime = now;
     RETURN_IF_ERROR(PutAttrTx(tx, parent, pattr));
     attr.nlink++;
@@ -887,7 +1019,7 @@ Status KvMeta::WriteSlices(const Context& ctx, Ino ino, const std::vector<SliceW
   for (const auto& w : slices)
     if (uint64_t(w.slice.pos) + w.slice.len > kChunkSize) return Status::Err(EINVAL, "slice crosses a chunk boundary");
   const uint64_t sid = sid_;
-  return engine_->Run([&](kv::Txn& tx) {
+  return RunCharged([&](kv::Txn& tx, StatDeltas* deltas) {
     RETURN_IF_ERROR(LiveSessionTx(tx, sid));
     Attr attr;
     RETURN_IF_ERROR(GetAttrTx(tx, ino, &attr));
@@ -898,7 +1030,9 @@ Status KvMeta::WriteSlices(const Context& ctx, Ino ino, const std::vector<SliceW
       int64_t delta = int64_t(Align4K(end)) - int64_t(Align4K(attr.length));
       RETURN_IF_ERROR(CheckSpaceTx(tx, delta));
       RETURN_IF_ERROR(IncrTx(tx, kUsedSpace, delta));
+      const uint64_t old_len = attr.length;
       attr.length = end;
+      RETURN_IF_ERROR(ChargeLengthTx(tx, ino, attr, old_len, deltas));
     }
     // One read-modify-write per chunk, however many slices it gets.
     std::map<uint32_t, std::vector<Slice>> by_chunk;  // keeps each chunk's order

@@ -8,6 +8,8 @@
 //   "A" ino8 "S"                   symlink target
 //   "A" ino8 "X" name              xattr value
 //   "A" ino8 "F" / "P"             BSD flock / POSIX lock records
+//   "A" ino8 "L" parent8           names of a multiply-linked file in that directory (int64)
+//   "U" ino8                       directory statistics (3 x int64 LE: length, space, entries)
 //   "D" ino8                       deleted inode whose chunks still need reclaiming -> length8
 //   "G" id8 size4                  slice whose objects must be deleted
 //   "SE" sid8 / "SH" sid8          session info (JSON) / heartbeat (unix seconds)
@@ -91,6 +93,8 @@ class KvMeta final : public Meta {
   Status ReadTree(const std::function<Status(TreeReader&)>& fn) override;
   Status WriteTree(const std::function<Status(TreeWriter&)>& fn) override;
   Result<bool> IsEmpty() override;
+  Status GetDirStats(const std::vector<Ino>& dirs, std::vector<DirStat>* out) override;
+  Status FlushDirStats() override;
 
  private:
   Result<int64_t> ReserveIds(const char* counter, uint64_t batch);
@@ -108,7 +112,20 @@ class KvMeta final : public Meta {
   // at 0) into the trash's directory of this hour; false: the caller
   // deletes it (trash off, ctx.no_trash, or removed from the trash).
   Result<bool> TrashTx(kv::Txn& tx, const Context& ctx, Ino parent, const std::string& name, Ino ino, Attr* attr,
-                       const Timespec& now);
+                       const Timespec& now, StatDeltas* deltas);
+  // Runs fn(tx, deltas) as one transaction; its directory-statistics
+  // changes go to the client's buffer once it commits.
+  Status RunCharged(const std::function<Status(kv::Txn&, StatDeltas*)>& fn);
+  // A file's length changed: its parents' statistics follow (all of them
+  // when it has several names; none while it has no name).
+  static Status ChargeLengthTx(kv::Txn& tx, Ino ino, const Attr& attr, uint64_t old_len, StatDeltas* deltas);
+  // Parent records of non-directories (encoding.h, ParentKey): a new name
+  // in `parent` (attr: before the link); a name gone from `parent` (attr:
+  // nlink already lowered, at least 1; with one name left its parent is set
+  // to the directory holding it); a name moved between directories.
+  static Status AddParentTx(kv::Txn& tx, Ino ino, const Attr& attr, Ino parent);
+  static Status DropParentTx(kv::Txn& tx, Ino ino, Attr* attr, Ino parent);
+  static Status MoveParentTx(kv::Txn& tx, Ino ino, const Attr& attr, Ino from, Ino to);
   Status CleanSessionTx(kv::Txn& tx, uint64_t sid);
   Status TruncateChunksTx(kv::Txn& tx, Ino ino, uint64_t old_len, uint64_t new_len);
   Status AppendHoleTx(kv::Txn& tx, Ino ino, uint64_t off, uint64_t end);
@@ -128,6 +145,7 @@ class KvMeta final : public Meta {
   std::atomic<uint64_t> sid_{0};
   Format format_;     // set by Init/Load before use
   VolumeLimits limits_;  // set by Load, refreshed by Heartbeat
+  DirStatBuffer dirstats_;  // flushed by FlushDirStats
 
   ReleaseQueue releases_{[this](const std::vector<Ino>& inodes) { return ReleaseSustained(inodes); }};  // last: goes first
 };

@@ -120,7 +120,24 @@ class KvTreeWriter final : public TreeWriter {
     records_[kSettingKey] = format.ToJson();
     return Status::OK();
   }
+  Status PutDirStat(Ino dir, const DirStat& stat) override {
+    std::string k = DirStatKey(dir);
+    if (stat == DirStat{}) {
+      records_.erase(k);
+      deletes_.push_back(std::move(k));
+    } else {
+      records_[k] = EncodeDirStat(stat);
+    }
+    return Status::OK();
+  }
+  Status PutParents(Ino ino, const ParentCounts& parents) override {
+    clear_prefixes_.push_back(ParentPrefix(ino));
+    for (const auto& [dir, n] : parents) records_[ParentKey(ino, dir)] = EncodeI64(n);
+    return Status::OK();
+  }
   Status Flush(kv::Txn& tx) {
+    for (const auto& p : clear_prefixes_) RETURN_IF_ERROR(DeletePrefixTx(tx, p));
+    clear_prefixes_.clear();
     for (const auto& k : deletes_) RETURN_IF_ERROR(tx.Delete(k));
     deletes_.clear();
     kv::Txn::KeyValues kvs(std::make_move_iterator(records_.begin()), std::make_move_iterator(records_.end()));
@@ -131,6 +148,7 @@ class KvTreeWriter final : public TreeWriter {
  private:
   std::map<std::string, std::string> records_;
   std::vector<std::string> deletes_;
+  std::vector<std::string> clear_prefixes_;  // emptied before records_ are written
 };
 
 }  // namespace
@@ -154,12 +172,22 @@ Status KvMeta::WriteTree(const std::function<Status(TreeWriter&)>& fn) {
 
 Status KvMeta::Repair(std::vector<std::string>* changes) {
   (void)releases_.Flush();
+  RETURN_IF_ERROR(FlushDirStats());
   std::unordered_map<Ino, Attr> attrs;
   std::vector<EntryTriple> entries;
+  UsageRecords usage;
   std::vector<std::string> problems;
-  RETURN_IF_ERROR(engine_->Run([&](kv::Txn& tx) { return CollectTreeTx(tx, &attrs, &entries, &problems); }, true));
+  RETURN_IF_ERROR(engine_->Run(
+      [&](kv::Txn& tx) {
+        attrs.clear();
+        entries.clear();
+        usage = UsageRecords{};
+        problems.clear();
+        return CollectTreeTx(tx, &attrs, &entries, &usage, &problems);
+      },
+      true));
   if (!problems.empty()) return Status::Err(EIO, "cannot repair: " + problems.front());
-  return RepairTree(this, std::move(attrs), std::move(entries), changes);
+  return RepairTree(this, std::move(attrs), std::move(entries), std::move(usage), changes);
 }
 
 Result<bool> KvMeta::IsEmpty() {

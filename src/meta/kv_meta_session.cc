@@ -68,10 +68,12 @@ Result<bool> KvMeta::ClaimJob(const std::string& name, int64_t interval_sec) {
 }
 
 Status KvMeta::CloseSession() {
-  if (sid_ == 0) return Status::OK();
+  Status flushed = FlushDirStats();  // not lost with the session: counted in the result
+  if (sid_ == 0) return flushed;
   (void)releases_.Flush();
   refs_.Clear();
   Status st = engine_->Run([&](kv::Txn& tx) { return CleanSessionTx(tx, sid_.load()); });
+  if (st.ok() && !flushed.ok()) st = flushed.With("writing directory statistics");
   if (st.ok()) sid_ = 0;
   return st;
 }
@@ -158,6 +160,7 @@ Status KvMeta::DeleteInodeTx(kv::Txn& tx, Ino ino, const Attr& attr) {
   }
   RETURN_IF_ERROR(tx.Delete(FlockKey(ino)));
   RETURN_IF_ERROR(tx.Delete(PlockKey(ino)));
+  if (attr.IsDir()) RETURN_IF_ERROR(tx.Delete(DirStatKey(ino)));
   return IncrTx(tx, kTotalInodes, -1);
 }
 
@@ -268,9 +271,9 @@ Result<int> KvMeta::CleanupDeleted(const SliceDeleter& deleter, int max_items) {
 // ---------------------------------------------------------------- fsck
 
 Status CollectTreeTx(kv::Txn& tx, std::unordered_map<Ino, Attr>* attrs, std::vector<EntryTriple>* entries,
-                     std::vector<std::string>* problems) {
-  // Inodes and entries in one pass over the "A" space.
-  return tx.Scan("A", "B", 0, [&](std::string_view k, std::string_view v) {
+                     UsageRecords* usage, std::vector<std::string>* problems) {
+  // Inodes, entries and parent records in one pass over the "A" space.
+  RETURN_IF_ERROR(tx.Scan("A", "B", 0, [&](std::string_view k, std::string_view v) {
     if (k.size() < 10) return true;
     Ino ino = kv::ReadU64BE(k.substr(1, 8));
     char kind = k[9];
@@ -283,20 +286,30 @@ Status CollectTreeTx(kv::Txn& tx, std::unordered_map<Ino, Attr>* attrs, std::vec
       uint32_t type = 0;
       if (DecodeEntry(v, &child, &type).ok()) entries->emplace_back(ino, std::string(k.substr(10)), child);
       else problems->push_back(fmt::format("directory {}: undecodable entry", ino));
+    } else if (kind == 'L' && k.size() == 18) {
+      usage->parents[ino].emplace_back(kv::ReadU64BE(k.substr(10)), uint32_t(DecodeI64(v)));  // scan order: sorted
     }
+    return true;
+  }));
+  const std::string prefix = DirStatPrefix();
+  return tx.Scan(prefix, kv::PrefixEnd(prefix), 0, [&](std::string_view k, std::string_view v) {
+    if (k.size() == prefix.size() + 8) usage->dirstats[kv::ReadU64BE(k.substr(prefix.size()))] = DecodeDirStat(v);
     return true;
   });
 }
 
 Status KvMeta::Check(std::vector<std::string>* problems) {
   (void)releases_.Flush();
+  RETURN_IF_ERROR(FlushDirStats());
   return engine_->Run(
       [&](kv::Txn& tx) {
         problems->clear();
         std::unordered_map<Ino, Attr> attrs;
         std::vector<EntryTriple> entries;
-        RETURN_IF_ERROR(CollectTreeTx(tx, &attrs, &entries, problems));
+        UsageRecords usage;
+        RETURN_IF_ERROR(CollectTreeTx(tx, &attrs, &entries, &usage, problems));
         CheckTree(attrs, entries, problems);
+        CheckUsage(attrs, entries, usage, problems);
         return Status::OK();
       },
       true);

@@ -10,6 +10,7 @@
 
 #include "kv/kv.h"
 #include "meta/meta.h"
+#include "meta/meta_util.h"
 
 namespace tessera::meta {
 
@@ -34,7 +35,7 @@ Status QueueSlicesTx(kv::Txn& tx, std::string_view chunk_value);
 // Every inode's attributes and every directory entry (fsck); records it
 // cannot decode become problems.
 Status CollectTreeTx(kv::Txn& tx, std::unordered_map<Ino, Attr>* attrs, std::vector<std::tuple<Ino, std::string, Ino>>* entries,
-                     std::vector<std::string>* problems);
+                     UsageRecords* usage, std::vector<std::string>* problems);
 // ESTALE if session sid (0: none) no longer exists (meta.h, Heartbeat).
 Status LiveSessionTx(kv::Txn& tx, uint64_t sid);
 

@@ -114,6 +114,21 @@ struct PosixLock {
   uint32_t pid = 0;
 };
 
+// Usage of one directory's direct entries (docs/format.md, "Directory
+// statistics"), kept by every engine: `tessera summary`, quotas.
+struct DirStat {
+  int64_t length = 0;  // sum of the lengths of the regular files named in it
+  int64_t space = 0;   // the same, each rounded up to 4 KiB (as the used-space counter)
+  int64_t inodes = 0;  // names it holds (files, directories, links: one each)
+  bool operator==(const DirStat&) const = default;
+  DirStat& operator+=(const DirStat& o) {
+    length += o.length;
+    space += o.space;
+    inodes += o.inodes;
+    return *this;
+  }
+};
+
 struct StatFs {
   uint64_t total_space = 0;
   uint64_t avail_space = 0;
@@ -170,6 +185,9 @@ class TreeReader {
   virtual Result<int64_t> Counter(const std::string& name) = 0;
 };
 
+// The parents of a file with more than one name: directory -> names in it.
+using ParentCounts = std::vector<std::pair<Ino, uint32_t>>;
+
 // Writes records as they are, without checks; see Meta::WriteTree.
 class TreeWriter {
  public:
@@ -182,6 +200,11 @@ class TreeWriter {
   virtual Status PutAttr(Ino ino, const Attr& attr) = 0;
   virtual Status DeleteEntry(Ino parent, const std::string& name) = 0;
   virtual Status PutSetting(const Format& format) = 0;
+  // Usage records, derived from the tree (load, fsck --repair): a
+  // directory's statistics; the parents of a file with several names
+  // (empty: the record goes).
+  virtual Status PutDirStat(Ino dir, const DirStat& stat) = 0;
+  virtual Status PutParents(Ino ino, const ParentCounts& parents) = 0;
 };
 
 class Meta {
@@ -335,6 +358,16 @@ class Meta {
   virtual Status WriteTree(const std::function<Status(TreeWriter&)>& fn) = 0;
   // Does the engine hold no record at all (not even one of another volume)?
   virtual Result<bool> IsEmpty() = 0;
+
+  // ---- directory statistics (docs/format.md, "Directory statistics") ----
+  // The statistics of each of `dirs` (out[i] for dirs[i]; zeros for a
+  // directory without a record): what the engine holds plus this client's
+  // changes not flushed yet. Changes of other clients show once they flush.
+  virtual Status GetDirStats(const std::vector<Ino>& dirs, std::vector<DirStat>* out) = 0;
+  // Writes this client's pending changes to the engine (a background thread
+  // calls it about once a second; unmount, Check and Repair too). Engines
+  // that update the statistics inside each operation have nothing to flush.
+  virtual Status FlushDirStats() { return Status::OK(); }
 
   // ---- statistics ----
   // Requests sent to the engine's server, per operation ("lookup", "mknod",

@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -71,6 +72,36 @@ struct VolumeLimits {
   uint64_t Inodes() const { return inodes.load(std::memory_order_relaxed); }
 };
 
+// ---- directory statistics (meta.h, DirStat) ----
+// A directory's share of one entry naming `child`.
+inline DirStat EntryUsage(const Attr& child) {
+  if (!child.IsFile()) return DirStat{0, 0, 1};
+  return DirStat{int64_t(child.length), int64_t(Align4K(child.length)), 1};
+}
+inline DirStat Negated(const DirStat& d) { return DirStat{-d.length, -d.space, -d.inodes}; }
+// What a file's length change from old_len to new_len adds to each of its parents' statistics.
+inline DirStat LengthDelta(uint64_t old_len, uint64_t new_len) {
+  return DirStat{int64_t(new_len) - int64_t(old_len), int64_t(Align4K(new_len)) - int64_t(Align4K(old_len)), 0};
+}
+// Changes to directory statistics made by one operation: (directory, delta).
+using StatDeltas = std::vector<std::pair<Ino, DirStat>>;
+
+// The changes this client made to directory statistics and has not written
+// to the engine yet (engines that batch them: KvMeta). Self-synchronised.
+class DirStatBuffer {
+ public:
+  void Merge(const StatDeltas& deltas);
+  // Everything pending, which the caller now writes; Restore puts it back
+  // when that fails.
+  std::unordered_map<Ino, DirStat> Take();
+  void Restore(const std::unordered_map<Ino, DirStat>& taken);
+  DirStat Pending(Ino dir) const;
+
+ private:
+  mutable std::mutex mu_;
+  std::unordered_map<Ino, DirStat> pending_;  // guarded by mu_
+};
+
 // Fills StatFs from the used-space and inode counters and the limits.
 void FillStatFs(uint64_t capacity, uint64_t inode_limit, int64_t used, int64_t inodes, StatFs* out);
 
@@ -80,15 +111,35 @@ using EntryTriple = std::tuple<Ino, std::string, Ino>;
 void CheckTree(const std::unordered_map<Ino, Attr>& attrs, const std::vector<EntryTriple>& entries,
                std::vector<std::string>* problems);
 
+// The usage records an engine holds: directory statistics (flushed) and the
+// parent records of files with several names.
+struct UsageRecords {
+  std::unordered_map<Ino, DirStat> dirstats;
+  std::unordered_map<Ino, ParentCounts> parents;  // each sorted by directory
+};
+// What the usage records must be for this tree.
+UsageRecords ExpectedUsage(const std::unordered_map<Ino, Attr>& attrs, const std::vector<EntryTriple>& entries);
+// fsck: compares the stored usage records (and each singly-linked file's
+// parent) with the tree, appending differences as problems.
+void CheckUsage(const std::unordered_map<Ino, Attr>& attrs, const std::vector<EntryTriple>& entries,
+                const UsageRecords& stored, std::vector<std::string>* problems);
+
 // fsck --repair: from the same inputs as CheckTree, fixes what can be fixed
 // without deleting data, through meta's raw writer (meta.h, WriteTree):
 // entries pointing to missing inodes are removed; inodes that have a link
 // count but no name move into /lost+found (created if missing) as
 // "#<ino>"; link counts of files and directories, directories' parents and
-// the used-space and inode counters are set to what the tree says. Each
-// change is appended to *changes as a line of text.
+// the used-space and inode counters, the directory statistics and parent
+// records (from `stored`) are set to what the tree says. Each change is
+// appended to *changes as a line of text.
 Status RepairTree(Meta* meta, std::unordered_map<Ino, Attr> attrs, std::vector<EntryTriple> entries,
-                  std::vector<std::string>* changes);
+                  UsageRecords stored, std::vector<std::string>* changes);
+// The usage part of RepairTree: appends to *ops the writes that make the
+// stored records match the tree, sets the parent of each singly-linked file
+// in *fixed (the attributes RepairTree writes), and describes the changes.
+void RepairUsage(const std::unordered_map<Ino, Attr>& attrs, const std::vector<EntryTriple>& entries,
+                 const UsageRecords& stored, std::map<Ino, Attr>* fixed,
+                 std::vector<std::function<Status(TreeWriter&)>>* ops, std::vector<std::string>* changes);
 
 // A process on this host is alive unless it is gone or a zombie.
 bool ProcessAlive(uint32_t pid);

@@ -23,6 +23,8 @@
 --   sessions / heartbeat      hash sid -> JSON / zset sid -> unix seconds
 --   ss<sid> / sl<sid>         sets: inodes unlinked while open / locked, per session
 --   o<client>.<n>             the last operation record of a connection (see `wrap`)
+--   u<dir>                    hash: directory statistics l (length), s (space), i (entries)
+--   p<ino>                    hash: parent dir -> names there, of a file with several names
 --
 -- Calling convention: every function returns an array whose first element is
 -- 0 on success followed by results, or an errno alone. A function that
@@ -107,6 +109,71 @@ local function incr(counter, delta)
 end
 local function counter(name) return tonumber(redis.call('GET', name) or '0') end
 local function align4k(n) return math.ceil(n / 4096) * 4096 end
+
+-- ---------------------------------------------------------------- usage
+
+-- Directory statistics (meta.h, DirStat), kept inside each function: exact,
+-- no extra round trip.
+local function stat_add(dir, l, s, i)
+  local k = key('u', dir)
+  if l ~= 0 then redis.call('HINCRBY', k, 'l', string.format('%d', l)) end
+  if s ~= 0 then redis.call('HINCRBY', k, 's', string.format('%d', s)) end
+  if i ~= 0 then redis.call('HINCRBY', k, 'i', string.format('%d', i)) end
+end
+-- An entry naming `a` added to (sign 1) or removed from (-1) directory dir.
+local function charge_entry(dir, a, sign)
+  if band(a.mode, S_IFMT) == S_IFREG then
+    stat_add(dir, sign * a.length, sign * align4k(a.length), sign)
+  else
+    stat_add(dir, 0, 0, sign)
+  end
+end
+-- A file's length changed from old_len to a.length: every directory naming
+-- it follows (none while it has no name).
+local function charge_length(ino, a, old_len)
+  if a.length == old_len or a.nlink == 0 then return end
+  local dl, ds = a.length - old_len, align4k(a.length) - align4k(old_len)
+  if a.nlink > 1 then
+    local ps = redis.call('HGETALL', key('p', ino))
+    if #ps > 0 then
+      for i = 1, #ps, 2 do
+        local n = tonumber(ps[i + 1])
+        stat_add(tonumber(ps[i]), dl * n, ds * n, 0)
+      end
+      return
+    end
+  end
+  stat_add(a.parent, dl, ds, 0)
+end
+-- Parent records of non-directories with several names: a new name in
+-- `parent` (a: before the link); a name gone from `parent` (a.nlink already
+-- lowered, at least 1; with one name left, its directory becomes a.parent);
+-- a name moved between directories.
+local function add_parent(ino, a, parent)
+  local k = key('p', ino)
+  if a.nlink == 1 then redis.call('HSET', k, string.format('%d', a.parent), 1) end
+  redis.call('HINCRBY', k, string.format('%d', parent), 1)
+end
+local function drop_name(k, dir)
+  local f = string.format('%d', dir)
+  if redis.call('HINCRBY', k, f, -1) <= 0 then redis.call('HDEL', k, f) end
+end
+local function drop_parent(ino, a, parent)
+  local k = key('p', ino)
+  drop_name(k, parent)
+  if a.nlink ~= 1 then return end
+  local rest = redis.call('HGETALL', k)
+  for i = 1, #rest, 2 do
+    if tonumber(rest[i + 1]) > 0 then a.parent = tonumber(rest[i]) end
+  end
+  redis.call('DEL', k)
+end
+local function move_parent(ino, a, from, to)
+  if band(a.mode, S_IFMT) == S_IFDIR or a.nlink < 2 or from == to then return end
+  local k = key('p', ino)
+  drop_name(k, from)
+  redis.call('HINCRBY', k, string.format('%d', to), 1)
+end
 
 -- ---------------------------------------------------------------- callers
 
@@ -285,7 +352,8 @@ end
 -- ---------------------------------------------------------------- inode lifetime
 
 local function delete_inode(ino, a)
-  redis.call('DEL', key('i', ino), key('x', ino), key('lf', ino), key('lp', ino), key('s', ino))
+  redis.call('DEL', key('i', ino), key('x', ino), key('lf', ino), key('lp', ino), key('s', ino), key('u', ino),
+             key('p', ino))
   if is_file(a) then
     redis.call('ZADD', 'delinodes', a.length, string.format('%d', ino))
     incr('usedSpace', -align4k(a.length))
@@ -311,6 +379,7 @@ local function trash_inode(hour, now, parent, name, ino, a)
     set_mtime(t, now)
     put_attr(TRASH, t)
     incr('totalInodes', 1)
+    stat_add(TRASH, 0, 0, 1)
   end
   local tname = string.sub(string.format('%d-%d-', parent, ino) .. name, 1, 255)
   put_entry(hino, tname, ino, a.mode)
@@ -323,6 +392,7 @@ local function trash_inode(hour, now, parent, name, ino, a)
   a.parent = hino
   set_ctime(a, now)
   put_attr(ino, a)
+  charge_entry(hino, a, 1)
   set_mtime(h, now)
   put_attr(hino, h)
   return true
@@ -341,6 +411,7 @@ local function ensure_trash(args)
   root.nlink = root.nlink + 1
   put_attr(ROOT, root)
   incr('totalInodes', 1)
+  stat_add(ROOT, 0, 0, 1)
   return { 0 }
 end
 
@@ -409,6 +480,7 @@ local function mknod(args)
   set_mtime(p, now)
   put_attr(parent, p)
   incr('totalInodes', 1)
+  stat_add(parent, 0, 0, 1)
   return { 0, raw }
 end
 
@@ -430,9 +502,11 @@ local function unlink(args)
   del_entry(parent, name)
   set_mtime(p, now)
   put_attr(parent, p)
+  charge_entry(parent, a, -1)
   a.nlink = a.nlink - 1
   set_ctime(a, now)
   if a.nlink > 0 then
+    drop_parent(ino, a, parent)
     put_attr(ino, a)
     return { 0, 0 }
   end
@@ -449,6 +523,7 @@ local function rmdir(args)
   p.nlink = p.nlink - 1
   set_mtime(p, now)
   put_attr(parent, p)
+  stat_add(parent, 0, 0, -1)
   a.nlink = 0
   set_ctime(a, now)
   if trash_inode(args[9], now, parent, name, ino, a) then return { 0, 0 } end
@@ -498,6 +573,12 @@ local function rename(args)
     put_entry(psrc, nsrc, dino, dtype)
     put_entry(pdst, ndst, sino, stype)
     if psrc ~= pdst then
+      charge_entry(psrc, sattr, -1)
+      charge_entry(psrc, dattr, 1)
+      charge_entry(pdst, dattr, -1)
+      charge_entry(pdst, sattr, 1)
+      move_parent(sino, sattr, psrc, pdst)
+      move_parent(dino, dattr, pdst, psrc)
       if is_dir(sattr) then sp.nlink = sp.nlink - 1; dp.nlink = dp.nlink + 1 end
       if is_dir(dattr) then dp.nlink = dp.nlink - 1; sp.nlink = sp.nlink + 1 end
       sattr.parent = pdst
@@ -515,7 +596,13 @@ local function rename(args)
     end
     del_entry(psrc, nsrc)
     put_entry(pdst, ndst, sino, stype)
+    if psrc ~= pdst then
+      charge_entry(psrc, sattr, -1)
+      charge_entry(pdst, sattr, 1)
+      move_parent(sino, sattr, psrc, pdst)
+    end
     if dino then
+      charge_entry(pdst, dattr, -1)
       if is_dir(dattr) then
         dp.nlink = dp.nlink - 1
         dattr.nlink = 0
@@ -524,6 +611,7 @@ local function rename(args)
       end
       set_ctime(dattr, now)
       if dattr.nlink > 0 then
+        drop_parent(dino, dattr, pdst)
         put_attr(dino, dattr)
       elseif not trash_inode(args[12], now, pdst, ndst, dino, dattr) then
         released = release_inode(sid, dino, dattr)
@@ -554,6 +642,8 @@ local function link(args)
   put_entry(parent, name, ino, a.mode)
   set_mtime(p, now)
   put_attr(parent, p)
+  add_parent(ino, a, parent)
+  charge_entry(parent, a, 1)
   a.nlink = a.nlink + 1
   set_ctime(a, now)
   local raw = encode_attr(a)
@@ -657,7 +747,9 @@ local function truncate(args)
   check_space(capacity, delta)
   truncate_chunks(ino, a.length, length)
   incr('usedSpace', delta)
+  local old_len = a.length
   a.length = length
+  charge_length(ino, a, old_len)
   set_mtime(a, now)
   local raw = encode_attr(a)
   redis.call('SET', key('i', ino), raw)
@@ -682,7 +774,9 @@ local function fallocate(args)
   local changed = zeroing
   if grows then
     incr('usedSpace', delta)
+    local old_len = a.length
     a.length = e
+    charge_length(ino, a, old_len)
     changed = true
   end
   if changed then set_mtime(a, now) end
@@ -718,7 +812,9 @@ local function write(args)
     local delta = align4k(e) - align4k(a.length)
     check_space(capacity, delta)
     incr('usedSpace', delta)
+    local old_len = a.length
     a.length = e
+    charge_length(ino, a, old_len)
   end
   local counts = {}
   for i = 6, #args, 2 do counts[#counts + 1] = append_slices(ino, tonumber(args[i]), args[i + 1]) end
@@ -1016,7 +1112,20 @@ end
 -- database): a sequence of tagged records
 --   i ino attr | s ino target | x ino name value | c ino idx list |
 --   e parent name entry | n counter value | setting json |
+--   u dir length space entries | p ino n (parent names)*n |
 --   de parent name (fsck --repair: removes an entry)
+-- The statistics of directories args[1..]: l, s, i for each (0 when absent).
+local function dir_stats(args)
+  local out = {}
+  for _, d in ipairs(args) do
+    local v = redis.call('HMGET', 'u' .. d, 'l', 's', 'i')
+    out[#out + 1] = tonumber(v[1] or '0')
+    out[#out + 1] = tonumber(v[2] or '0')
+    out[#out + 1] = tonumber(v[3] or '0')
+  end
+  return { 0, out }
+end
+
 local function load(args)
   local i = 1
   while i <= #args do
@@ -1038,6 +1147,18 @@ local function load(args)
       redis.call('ZREM', 'n' .. args[i + 1], args[i + 2])
       i = i + 3
     elseif t == 'setting' then redis.call('SET', 'setting', args[i + 1]); i = i + 2
+    elseif t == 'u' then
+      local k = 'u' .. args[i + 1]
+      redis.call('DEL', k)
+      if args[i + 2] ~= '0' or args[i + 3] ~= '0' or args[i + 4] ~= '0' then
+        redis.call('HSET', k, 'l', args[i + 2], 's', args[i + 3], 'i', args[i + 4])
+      end
+      i = i + 5
+    elseif t == 'p' then
+      local k, n = 'p' .. args[i + 1], tonumber(args[i + 2])
+      redis.call('DEL', k)
+      for j = 1, n do redis.call('HSET', k, args[i + 1 + 2 * j], args[i + 2 + 2 * j]) end
+      i = i + 3 + 2 * n
     else fail(EINVAL) end
   end
   return { 0 }
@@ -1109,3 +1230,4 @@ register('ensure_trash', ensure_trash)
 register('reclaim', reclaim)
 register('dump_inodes', dump_inodes, true)
 register('load', load)
+register('dir_stats', dir_stats, true)

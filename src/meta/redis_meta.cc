@@ -123,7 +123,8 @@ Result<redis::Reply> RedisMeta::Cmd(Op op, const std::vector<std::string_view>& 
 Result<redis::Reply> RedisMeta::Fcall(Op op, const char* fn, const std::vector<std::string_view>& args) {
   // Functions registered with no-writes (redis_functions.lua); every other
   // one changes state and is sent with an operation id (redis_client.h).
-  static const std::set<std::string_view> kReadOnly = {"lookup", "readdir", "getxattr", "listxattr", "getlk", "dump_inodes"};
+  static const std::set<std::string_view> kReadOnly = {"lookup", "readdir", "getxattr", "listxattr", "getlk", "dump_inodes",
+                                                             "dir_stats"};
   const std::string name = std::string("tessera_") + fn;
   requests_[op].fetch_add(1, std::memory_order_relaxed);
   ASSIGN_OR_RETURN(redis::Reply r,
@@ -676,6 +677,15 @@ class RedisTreeWriter final : public TreeWriter {
     args_.Str("setting").Own(format.ToJson());
     return Status::OK();
   }
+  Status PutDirStat(Ino dir, const DirStat& d) override {
+    args_.Str("u").Num(dir).Own(std::to_string(d.length)).Own(std::to_string(d.space)).Own(std::to_string(d.inodes));
+    return Status::OK();
+  }
+  Status PutParents(Ino ino, const ParentCounts& parents) override {
+    args_.Str("p").Num(ino).Num(parents.size());
+    for (const auto& [dir, n] : parents) args_.Num(dir).Num(n);
+    return Status::OK();
+  }
   const std::vector<std::string_view>& views() const { return args_.views(); }
 
  private:
@@ -708,8 +718,25 @@ Result<bool> RedisMeta::IsEmpty() {
   return r.integer() == 0;
 }
 
+Status RedisMeta::GetDirStats(const std::vector<Ino>& dirs, std::vector<DirStat>* out) {
+  out->assign(dirs.size(), DirStat{});
+  constexpr size_t kBatch = 1000;
+  for (size_t from = 0; from < dirs.size(); from += kBatch) {
+    Args a;
+    const size_t to = std::min(dirs.size(), from + kBatch);
+    for (size_t i = from; i < to; ++i) a.Num(dirs[i]);
+    ASSIGN_OR_RETURN(auto r, Fcall(kOpOther, "dir_stats", a.views()));
+    const auto& v = r.at(1);
+    if (v.size() != 3 * (to - from)) return Status::Err(EIO, "redis: malformed reply from tessera_dir_stats");
+    for (size_t i = from; i < to; ++i)
+      (*out)[i] = DirStat{v.at(3 * (i - from)).integer(), v.at(3 * (i - from) + 1).integer(),
+                          v.at(3 * (i - from) + 2).integer()};
+  }
+  return Status::OK();
+}
+
 Status RedisMeta::CollectTree(std::unordered_map<Ino, Attr>* attrs_out, std::vector<EntryTriple>* entries_out,
-                              std::vector<std::string>* problems) {
+                              UsageRecords* usage, std::vector<std::string>* problems) {
   // Not a snapshot: run it on a quiet volume (like fsck).
   auto scan = [&](const char* pattern, std::vector<std::string>* keys) -> Status {
     std::string cursor = "0";
@@ -720,9 +747,25 @@ Status RedisMeta::CollectTree(std::unordered_map<Ino, Attr>* attrs_out, std::vec
     } while (cursor != "0");
     return Status::OK();
   };
-  std::vector<std::string> inode_keys, dir_keys;
+  std::vector<std::string> inode_keys, dir_keys, stat_keys, parent_keys;
   RETURN_IF_ERROR(scan("i[0-9]*", &inode_keys));
   RETURN_IF_ERROR(scan("d[0-9]*", &dir_keys));
+  RETURN_IF_ERROR(scan("u[0-9]*", &stat_keys));
+  RETURN_IF_ERROR(scan("p[0-9]*", &parent_keys));
+  for (const auto& k : stat_keys) {
+    ASSIGN_OR_RETURN(auto r, Cmd(kOpOther, {"HMGET", k, "l", "s", "i"}));
+    auto num = [&](size_t i) {  // signed: a damaged record may be negative
+      return r.at(i).nil() ? int64_t(0) : int64_t(std::strtoll(std::string(r.at(i).str()).c_str(), nullptr, 10));
+    };
+    usage->dirstats[ParseU64(std::string_view(k).substr(1))] = DirStat{num(0), num(1), num(2)};
+  }
+  for (const auto& k : parent_keys) {
+    ASSIGN_OR_RETURN(auto r, Cmd(kOpOther, {"HGETALL", k}));
+    ParentCounts p;
+    for (size_t i = 0; i + 1 < r.size(); i += 2) p.emplace_back(ParseU64(r.at(i).str()), uint32_t(ParseU64(r.at(i + 1).str())));
+    std::sort(p.begin(), p.end());
+    usage->parents[ParseU64(std::string_view(k).substr(1))] = std::move(p);
+  }
   std::unordered_map<Ino, Attr> attrs;
   for (size_t i = 0; i < inode_keys.size(); i += 500) {
     Args a;
@@ -756,18 +799,21 @@ Status RedisMeta::Check(std::vector<std::string>* problems) {
   problems->clear();
   std::unordered_map<Ino, Attr> attrs;
   std::vector<EntryTriple> entries;
-  RETURN_IF_ERROR(CollectTree(&attrs, &entries, problems));
+  UsageRecords usage;
+  RETURN_IF_ERROR(CollectTree(&attrs, &entries, &usage, problems));
   CheckTree(attrs, entries, problems);
+  CheckUsage(attrs, entries, usage, problems);
   return Status::OK();
 }
 
 Status RedisMeta::Repair(std::vector<std::string>* changes) {
   std::unordered_map<Ino, Attr> attrs;
   std::vector<EntryTriple> entries;
+  UsageRecords usage;
   std::vector<std::string> problems;
-  RETURN_IF_ERROR(CollectTree(&attrs, &entries, &problems));
+  RETURN_IF_ERROR(CollectTree(&attrs, &entries, &usage, &problems));
   if (!problems.empty()) return Status::Err(EIO, "cannot repair: " + problems.front());
-  return RepairTree(this, std::move(attrs), std::move(entries), changes);
+  return RepairTree(this, std::move(attrs), std::move(entries), std::move(usage), changes);
 }
 
 }  // namespace tessera::meta

@@ -84,6 +84,7 @@ class RedisMeta final : public Meta {
   Status ReadTree(const std::function<Status(TreeReader&)>& fn) override;
   Status WriteTree(const std::function<Status(TreeWriter&)>& fn) override;
   Result<bool> IsEmpty() override;
+  Status GetDirStats(const std::vector<Ino>& dirs, std::vector<DirStat>* out) override;
 
  private:
   // Operations counted in RequestStats.
@@ -101,7 +102,7 @@ class RedisMeta final : public Meta {
   Result<redis::Reply> Fcall(Op op, const char* fn, const std::vector<std::string_view>& args);
   Status LoadFunctions();
   // Every inode's attributes and every directory entry (fsck; not a snapshot).
-  Status CollectTree(std::unordered_map<Ino, Attr>* attrs, std::vector<EntryTriple>* entries,
+  Status CollectTree(std::unordered_map<Ino, Attr>* attrs, std::vector<EntryTriple>* entries, UsageRecords* usage,
                      std::vector<std::string>* problems);
   // After an operation took an inode's last name: keep it while this client
   // references it, else release it now.

@@ -18,7 +18,7 @@ constexpr size_t kBatch = 500;
 }  // namespace
 
 Status RepairTree(Meta* meta, std::unordered_map<Ino, Attr> attrs, std::vector<EntryTriple> entries,
-                  std::vector<std::string>* changes) {
+                  UsageRecords stored, std::vector<std::string>* changes) {
   changes->clear();
   std::vector<std::pair<Ino, std::string>> drop;  // dangling entries
   std::unordered_map<Ino, uint32_t> names;
@@ -61,10 +61,14 @@ Status RepairTree(Meta* meta, std::unordered_map<Ino, Attr> attrs, std::vector<E
       names[lost] = 1;
       container[lost] = kRootIno;
       entries.emplace_back(kRootIno, kLostFound, lost);
-      // The root's link count was raised by Mknod itself.
+      // The root's link count and statistics were changed by Mknod itself.
       Attr root;
       RETURN_IF_ERROR(meta->GetAttr(Context::Root(), kRootIno, &root));
       attrs[kRootIno] = root;
+      RETURN_IF_ERROR(meta->FlushDirStats());
+      std::vector<DirStat> rs;
+      RETURN_IF_ERROR(meta->GetDirStats({kRootIno}, &rs));
+      stored.dirstats[kRootIno] = rs.at(0);
     } else if (!st.ok()) {
       return st.With("looking up /lost+found");
     } else if (!la.IsDir()) {
@@ -120,8 +124,20 @@ Status RepairTree(Meta* meta, std::unordered_map<Ino, Attr> attrs, std::vector<E
   if (fix_used) changes->push_back(fmt::format("used space counter {} -> {}", old_used, used));
   if (fix_inodes) changes->push_back(fmt::format("inode counter {} -> {}", old_inodes, attrs.size()));
 
-  // Apply, in batches.
+  // Usage records, from the tree as it is now.
   std::vector<std::function<Status(TreeWriter&)>> ops;
+  {
+    std::erase_if(entries, [&](const EntryTriple& e) {
+      return attrs.count(std::get<0>(e)) == 0 || attrs.count(std::get<2>(e)) == 0;
+    });
+    std::vector<EntryTriple> all = entries;
+    all.insert(all.end(), added.begin(), added.end());
+    std::unordered_map<Ino, Attr> now = attrs;
+    for (const auto& [ino, a] : fixed) now[ino] = a;
+    RepairUsage(now, all, stored, &fixed, &ops, changes);
+  }
+
+  // Apply, in batches.
   for (const auto& [parent, name, child] : added)
     ops.push_back([p = parent, n = name, c = child, m = attrs[child].mode](TreeWriter& w) {
       return w.PutEntry(p, n, c, m & S_IFMT);

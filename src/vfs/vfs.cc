@@ -85,6 +85,9 @@ void Vfs::BackgroundLoop() {
     bg_cv_.wait_for(lk, std::chrono::milliseconds(config_.cleanup_interval_ms));
     if (stopping_) break;
     lk.unlock();
+    // Directory statistics: at most a second behind (docs/consistency.md).
+    Status flushed = meta_->FlushDirStats();
+    if (!flushed.ok()) LOG_WARN("writing directory statistics: {} (kept, tried again)", flushed.ToString());
     auto r = meta_->CleanupDeleted(deleter, 1000);
     if (!r.ok()) LOG_WARN("background cleanup: {}", r.status().ToString());
     auto now = std::chrono::steady_clock::now();

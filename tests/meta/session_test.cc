@@ -107,9 +107,10 @@ TEST_P(SessionExpiryTest, ExpiredClientIsFencedAndStartsAnew) {
   ASSERT_TRUE(a_->NewSession(s).ok());
   EXPECT_TRUE(a_->Heartbeat().ok());
   EXPECT_TRUE(a_->Write(root, ino, 0, chunk::Slice{0, 1004, 40, 0, 40}, Now(), &attr).ok());
+  ASSERT_TRUE(a_->FlushDirStats().ok());
   std::vector<std::string> problems;
   ASSERT_TRUE(b_->Check(&problems).ok());
-  EXPECT_TRUE(problems.empty());
+  EXPECT_TRUE(problems.empty()) << (problems.empty() ? "" : problems.front());
 }
 
 // `tessera config` on one client (Init with force): another client applies
