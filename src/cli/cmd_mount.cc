@@ -30,6 +30,7 @@
 #include "fuse/fuse_adapter.h"
 #include "meta/meta.h"
 #include "object/object_store.h"
+#include "vfs/control.h"
 #include "vfs/vfs.h"
 
 namespace tessera::cli {
@@ -289,16 +290,21 @@ int Serve(const MountOptions& o, const std::string& mount_point, const std::func
            sc.cache_dir.empty() ? std::string("off")
                                 : fmt::format("{} ({} MiB)", sc.cache_dir, sc.cache_size >> 20),
            o.max_readahead_mib, o.writeback ? "; writeback on" : "");
+  vfs::ControlServer control(&vfs);
   st = fuse::Serve(&vfs, fo, [&](const Status& mounted) {
     if (mounted.ok()) {
       Status ws = WriteMountState(MountState{mount_point, getpid(), o.meta_url});
       if (!ws.ok()) LOG_WARN("cannot write client state: {}", ws.ToString());
+      auto sock = ControlSocketPath(mount_point);
+      Status cs = sock.ok() ? control.Start(*sock) : sock.status();
+      if (!cs.ok()) LOG_WARN("{}: tessera rmr cannot reach this mount", cs.ToString());
       // umount(8) then runs umount.tessera, which waits for this client.
       Status us = RegisterUtab(fo.fs_name, mount_point, o.utab_options);
       if (!us.ok()) LOG_WARN("{}: a plain umount will not wait for this client", us.ToString());
     }
     report(mounted);
   });
+  control.Stop();
   UnregisterUtab(mount_point);
   RemoveMountState(mount_point);
   vfs.Stop();

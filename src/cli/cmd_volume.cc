@@ -162,7 +162,7 @@ int ShowStatus(const std::string& meta_url) {
   return 0;
 }
 
-int Info(const std::vector<std::string>& paths) {
+int Info(const std::vector<std::string>& paths, bool recursive) {
   int rc = 0;
   for (const auto& path : paths) {
     struct stat st;
@@ -190,6 +190,7 @@ int Info(const std::vector<std::string>& paths) {
     if (auto wb = ReadWritebackState(state->mount_point); wb.ok())
       std::printf("  mount writeback: %llu block(s), %llu bytes staged locally, not uploaded yet\n",
                   (unsigned long long)wb->staged_blocks, (unsigned long long)wb->staged_bytes);
+    if (a.IsDir() && recursive && InfoTree(path) != 0) rc = 1;
     if (!a.IsFile()) continue;
     uint64_t chunks = (a.length + chunk::kChunkSize - 1) / chunk::kChunkSize;
     std::printf("  chunks: %llu\n", (unsigned long long)chunks);

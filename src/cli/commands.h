@@ -87,7 +87,23 @@ int Mount(const MountOptions& o);
 // exits, and Umount waits for that (without it they stay staged on disk).
 int Umount(const std::string& mount_point, bool force, bool flush);
 int ShowStatus(const std::string& meta_url);
-int Info(const std::vector<std::string>& paths);
+// recursive: for directories, the usage of the whole tree (summary.h).
+int Info(const std::vector<std::string>& paths, bool recursive);
+// `tessera summary PATH...`: the usage of trees in a mount, from directory
+// statistics, as a table of their biggest entries (or JSON, CSV).
+struct SummaryArgs {
+  std::vector<std::string> paths;
+  int depth = 2;
+  size_t entries = 10;
+  bool json = false;
+  bool csv = false;
+  bool bytes = false;  // sizes in bytes rather than KiB/MiB/GiB
+};
+int Summary(const SummaryArgs& a);
+// `tessera rmr PATH...`: removes trees through their mount's control channel.
+int Rmr(const std::vector<std::string>& paths);
+// Prints the usage line of the tree at path for `info -r`.
+int InfoTree(const std::string& path);
 // `tessera fsck META-URL`: the engine's consistency check; with
 // check_objects, also that every block the files (under path) reference is
 // in the bucket with its size, broken files named by path.

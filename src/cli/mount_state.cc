@@ -55,6 +55,22 @@ Result<MountState> ReadMountState(const std::string& mount_point) {
 
 void RemoveMountState(const std::string& mount_point) { unlink(StatePath(mount_point).c_str()); }
 
+Result<std::string> ControlSocketPath(const std::string& mount_point) {
+  const std::string dir = StateDir();
+  if (mkdir(dir.c_str(), 0711) != 0 && errno != EEXIST) return Status::Err(errno, "cannot create " + dir);
+  // Others reach the socket (0666; the mount checks who they are) but list
+  // nothing: the state files in it are 0600.
+  if (geteuid() == 0 && chmod(dir.c_str(), 0711) != 0) return Status::Err(errno, "cannot chmod " + dir);
+  return StatePath(mount_point, "sock");
+}
+
+std::vector<std::string> ControlSocketCandidates(const std::string& mount_point) {
+  const std::string name = fmt::format("{:016x}.sock", std::hash<std::string>{}(mount_point));
+  std::vector<std::string> out = {"/run/tessera/" + name};
+  if (geteuid() != 0) out.push_back(fmt::format("/tmp/tessera-{}/{}", geteuid(), name));
+  return out;
+}
+
 Status WriteWritebackState(const std::string& mount_point, const WritebackState& s) {
   return WriteStateFile(StatePath(mount_point, "writeback"),
                         fmt::format("{} {} {} {}\n", s.staged_blocks, s.staged_bytes, s.uploaded, s.draining ? 1 : 0));

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 
@@ -36,6 +37,12 @@ Status RequestFlush(const std::string& mount_point);
 bool FlushRequested(const std::string& mount_point);
 // Removes the writeback state file and the flush flag.
 void RemoveWritebackState(const std::string& mount_point);
+
+// The control socket of the mount at mount_point (vfs/control.h): where
+// this process, running the mount, listens (its directory made traversable
+// by others), and where a client looks for it (a root mount's first).
+Result<std::string> ControlSocketPath(const std::string& mount_point);
+std::vector<std::string> ControlSocketCandidates(const std::string& mount_point);
 
 // The mount point containing path (walks up until the device changes).
 Result<std::string> FindMountPoint(const std::string& path);

@@ -561,6 +561,10 @@ Status Serve(vfs::Vfs* vfs, const MountOptions& opts, const std::function<void(c
   // Pending writes discarded after a failed commit: the kernel's pages and
   // size of the file show them; drop both (offset 0, length 0: everything).
   if (se) vfs->SetCacheInvalidator([se](Ino ino) { (void)fuse_lowlevel_notify_inval_inode(se, ino, 0, 0); });
+  if (se)
+    vfs->SetEntryInvalidator([se](Ino parent, const std::string& name, Ino child) {
+      (void)fuse_lowlevel_notify_delete(se, parent, child, name.data(), name.size());
+    });
   if (!se) {
     Status st = Status::Err(EINVAL, "cannot create FUSE session (bad mount options?)");
     on_mounted(st);
@@ -568,6 +572,7 @@ Status Serve(vfs::Vfs* vfs, const MountOptions& opts, const std::function<void(c
   }
   if (fuse_set_signal_handlers(se) != 0) {
     vfs->SetCacheInvalidator(nullptr);
+    vfs->SetEntryInvalidator(nullptr);
     fuse_session_destroy(se);
     Status st = Status::Err(EIO, "cannot install signal handlers");
     on_mounted(st);
@@ -576,6 +581,7 @@ Status Serve(vfs::Vfs* vfs, const MountOptions& opts, const std::function<void(c
   if (fuse_session_mount(se, opts.mount_point.c_str()) != 0) {
     fuse_remove_signal_handlers(se);
     vfs->SetCacheInvalidator(nullptr);
+    vfs->SetEntryInvalidator(nullptr);
     fuse_session_destroy(se);
     Status st = Status::Err(EIO, "cannot mount at " + opts.mount_point + " (is /dev/fuse available?)");
     on_mounted(st);
@@ -591,6 +597,7 @@ Status Serve(vfs::Vfs* vfs, const MountOptions& opts, const std::function<void(c
   fuse_session_unmount(se);
   fuse_remove_signal_handlers(se);
   vfs->SetCacheInvalidator(nullptr);
+  vfs->SetEntryInvalidator(nullptr);
   fuse_session_destroy(se);
   return rc == 0 ? Status::OK() : Status::Err(EIO, "FUSE session ended with an error");
 }

@@ -111,6 +111,30 @@ class Vfs {
   // pending writes were discarded after a failed commit (the FUSE adapter
   // sets it before serving; see DataPath::set_invalidator).
   void SetCacheInvalidator(std::function<void(Ino)> fn) { data_->set_invalidator(std::move(fn)); }
+  // Tells the kernel that entry `name` of `parent` (inode child) is gone,
+  // for removals the kernel did not ask for (RemoveTree). nullptr: none.
+  using EntryInvalidator = std::function<void(Ino parent, const std::string& name, Ino child)>;
+  void SetEntryInvalidator(EntryInvalidator fn);
+
+  // `tessera rmr` (remove_tree.cc): removes parent/name and everything below
+  // it as ctx, checked entry by entry as rm -rf's unlinks and rmdirs would
+  // be (into the trash when it is on), depth first, a page of each directory
+  // at a time: memory is bounded by the depth times the page, however big
+  // the directories. The kernel's entries are invalidated as it goes. An
+  // entry that cannot be removed is skipped (with what holds it) and the
+  // first such error returned at the end. progress is called every few
+  // hundred removals and once at the end; returning false stops the walk
+  // (ECANCELED).
+  struct RemoveProgress {
+    uint64_t files = 0;   // non-directories removed
+    uint64_t dirs = 0;    // directories removed
+    uint64_t failed = 0;  // entries that could not be removed
+  };
+  Status RemoveTree(const Context& ctx, Ino parent, const std::string& name,
+                    const std::function<bool(const RemoveProgress&)>& progress, RemoveProgress* out);
+  // The inode at `path` (relative to the root, '/'-separated; "" = the
+  // root), looked up as ctx: search permission on every directory on the way.
+  Status Resolve(const Context& ctx, const std::string& path, Ino* parent, std::string* name, Ino* ino, Attr* attr);
   meta::Meta* meta() const { return meta_; }
 
   Status Lookup(const Context& ctx, Ino parent, const std::string& name, Ino* ino, Attr* attr);
@@ -237,6 +261,10 @@ class Vfs {
   std::unordered_map<Ino, std::vector<uint64_t>> lock_owners_;  // guarded by locks_mu_
   // Unlocks every POSIX lock of owner on ino if it may hold one.
   Status DropPosixLocks(const Context& ctx, Ino ino, uint64_t owner);
+
+  std::mutex inval_mu_;
+  EntryInvalidator entry_invalidator_;  // guarded by inval_mu_
+  void InvalidateEntry(Ino parent, const std::string& name, Ino child);
 
   std::mutex bg_mu_;
   std::condition_variable bg_cv_;

@@ -64,11 +64,11 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# How many objects listed in FILE still exist after waiting up to 10 s for
-# background deletion.
+# How many objects listed in FILE still exist after waiting up to SECONDS
+# (default 10) for background deletion.
 objects_left_after_wait() {
   local left=0
-  for _ in $(seq 1 50); do
+  for _ in $(seq 1 $((${2:-10} * 5))); do
     left=0
     while read -r key; do if obj_exists "$key"; then left=$((left + 1)); fi; done <"$1"
     [ "$left" -eq 0 ] && break
@@ -401,6 +401,12 @@ PY
     ;;
   trash)
     . "$(dirname "$0")/trash_suite.sh"  # rm -rf, restore --put-back, purge after trash-days
+    ;;
+  rmr)
+    . "$(dirname "$0")/rmr_suite.sh"  # tessera rmr through the control channel, trash off and on
+    ;;
+  stats)
+    . "$(dirname "$0")/stats_suite.sh"  # summary / info -r agree with find; crash, fsck --repair
     ;;
   gc)
     . "$(dirname "$0")/gc_suite.sh"  # tessera gc finds leaked objects, deletes only old ones, never referenced ones

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# bench/dirstats_overhead.sh — what directory statistics cost on the
+# metadata path: mdbench (bench/mdbench.c, the mdtest shape of the JuiceFS
+# seed: -b 6 -z 4 -I 8, 1 process, empty files) through a mount of a build
+# WITHOUT them (BEFORE: a tessera binary of an earlier commit) and one WITH
+# them (AFTER), alternating rounds in one run, on SQLite and on Redis (a
+# private redis-server, tests/tools/with-redis.sh).
+#
+# usage: bench/dirstats_overhead.sh BEFORE AFTER [--rounds 3] [--engines "sqlite redis"] [--shape "-b 6 -z 4 -I 8"]
+# Prints a markdown table of the median rates (ops/s) and AFTER/BEFORE.
+set -euo pipefail
+BENCH=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO=$(dirname "$BENCH")
+[ $# -ge 2 ] || { sed -n 2,10p "$0"; exit 2; }
+BEFORE=$(realpath "$1"); AFTER=$(realpath "$2"); shift 2
+ROUNDS=3
+ENGINES="sqlite redis"
+SHAPE="-b 6 -z 4 -I 8"
+while [ $# -gt 0 ]; do
+  case $1 in
+    --rounds) ROUNDS=$2; shift 2 ;;
+    --engines) ENGINES=$2; shift 2 ;;
+    --shape) SHAPE=$2; shift 2 ;;
+    *) echo "unknown option $1" >&2; exit 2 ;;
+  esac
+done
+if [[ " $ENGINES " == *" redis "* ]] && [ -z "${TESSERA_TEST_REDIS_URL:-}" ]; then
+  exec bash "$REPO/tests/tools/with-redis.sh" bash "$0" "$BEFORE" "$AFTER" --rounds "$ROUNDS" --engines "$ENGINES" \
+    --shape "$SHAPE"
+fi
+WORK=$(mktemp -d /var/tmp/tessera-dsbench.XXXXXX)
+cleanup() {
+  mountpoint -q "$WORK/mnt" && { "$AFTER" umount "$WORK/mnt" || umount -l "$WORK/mnt"; }
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+gcc -O2 -Wall "$BENCH/mdbench.c" -o "$WORK/mdbench"
+mkdir -p "$WORK/mnt"
+
+run_one() {  # BINARY ENGINE -> mdbench result lines in $WORK/out
+  local t=$1 engine=$2 meta
+  rm -rf "$WORK/bucket" "$WORK/meta.db"*
+  case $engine in
+    sqlite) meta="sqlite3://$WORK/meta.db" ;;
+    redis) meta=$TESSERA_TEST_REDIS_URL; redis-cli -u "$meta" FLUSHALL >/dev/null ;;
+  esac
+  "$t" format "$meta" dsbench --bucket "$WORK/bucket" --trash-days 0 >/dev/null
+  "$t" mount "$meta" "$WORK/mnt" -d --log "$WORK/mount.log" >/dev/null 2>&1
+  # shellcheck disable=SC2086
+  "$WORK/mdbench" -d "$WORK/mnt/md" $SHAPE >"$WORK/out"
+  "$t" umount "$WORK/mnt"
+}
+declare -A rates
+phases="dir_create file_create file_remove dir_remove tree_create tree_remove"
+for engine in $ENGINES; do
+  for round in $(seq "$ROUNDS"); do
+    for which in before after; do
+      bin=$BEFORE; [ "$which" = after ] && bin=$AFTER
+      run_one "$bin" "$engine"
+      for p in $phases; do
+        r=$(awk -v p="phase=$p" '$1 == "result" && index($0, p " ") {sub(/.*ops_per_sec=/, ""); print; exit}' "$WORK/out")
+        [ -n "$r" ] || { echo "no $p result from mdbench:" >&2; cat "$WORK/out" >&2; exit 1; }
+        rates[$engine,$which,$p]="${rates[$engine,$which,$p]:-} $r"
+      done
+    done
+  done
+done
+median() { tr ' ' '\n' | grep -v '^$' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+echo "mdbench $SHAPE, 1 process; median of $ROUNDS alternating rounds; $(nproc) cores, $(date -u '+%F %H:%M') UTC."
+echo
+echo "| engine | phase | before ops/s | after ops/s | after/before |"
+echo "|---|---|---:|---:|---:|"
+for engine in $ENGINES; do
+  for p in $phases; do
+    b=$(median <<<"${rates[$engine,before,$p]}"); a=$(median <<<"${rates[$engine,after,$p]}")
+    echo "| $engine | $p | $b | $a | $(awk -v a="$a" -v b="$b" 'BEGIN {printf "%.3f", a / b}') |"
+  done
+done
