@@ -66,13 +66,15 @@ for engine in $ENGINES; do
   done
 done
 median() { tr ' ' '\n' | grep -v '^$' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+range() { tr ' ' '\n' | grep -v '^$' | sort -n | awk '{a[NR]=$1} END {printf "%.0f–%.0f", a[1], a[NR]}'; }
 echo "mdbench $SHAPE, 1 process; median of $ROUNDS alternating rounds; $(nproc) cores, $(date -u '+%F %H:%M') UTC."
 echo
-echo "| engine | phase | before ops/s | after ops/s | after/before |"
+echo "| engine | phase | before ops/s (range) | after ops/s (range) | after/before (medians) |"
 echo "|---|---|---:|---:|---:|"
 for engine in $ENGINES; do
   for p in $phases; do
     b=$(median <<<"${rates[$engine,before,$p]}"); a=$(median <<<"${rates[$engine,after,$p]}")
-    echo "| $engine | $p | $b | $a | $(awk -v a="$a" -v b="$b" 'BEGIN {printf "%.3f", a / b}') |"
+    br=$(range <<<"${rates[$engine,before,$p]}"); ar=$(range <<<"${rates[$engine,after,$p]}")
+    echo "| $engine | $p | $b ($br) | $a ($ar) | $(awk -v a="$a" -v b="$b" 'BEGIN {printf "%.3f", a / b}') |"
   done
 done

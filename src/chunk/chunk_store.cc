@@ -493,6 +493,25 @@ Status ChunkStore::Prefetch(uint64_t id, uint32_t index, uint32_t len) {
   return block.ok() ? Status::OK() : block.status();
 }
 
+Status ChunkStore::Warm(uint64_t id, uint32_t index, uint32_t len) {
+  if (len == 0) return Status::OK();
+  if (!disk_) return Prefetch(id, index, len);
+  const std::string key = BlockKey(id, index, len);
+  if (disk_->Contains(key)) return Status::OK();
+  disk_->WaitForRoom(len);
+  ASSIGN_OR_RETURN(BlockRef block, GetBlock(key, len));
+  disk_->Put(key, std::move(block));  // a memory hit is not on disk yet; a fetch queued it already (no-op)
+  return Status::OK();
+}
+
+void ChunkStore::Evict(uint64_t id, uint32_t index, uint32_t len) { ForgetBlock(BlockKey(id, index, len)); }
+
+bool ChunkStore::Cached(uint64_t id, uint32_t index, uint32_t len) {
+  const std::string key = BlockKey(id, index, len);
+  if (disk_) return disk_->Contains(key);
+  return mem_ && mem_->Get(key) != nullptr;
+}
+
 Status ChunkStore::UploadBlock(uint64_t id, uint32_t index, std::string_view data) {
   std::string block(data);
   return PutBlock(BlockKey(id, index, uint32_t(data.size())), &block);

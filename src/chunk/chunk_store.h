@@ -191,6 +191,14 @@ class ChunkStore {
   // Read-ahead: loads block `index` (block_len bytes) of slice id into the
   // caches (shared with any concurrent read of it). A no-op without caches.
   Status Prefetch(uint64_t id, uint32_t index, uint32_t block_len);
+  // `tessera warmup`: loads the block into the disk cache (the memory cache
+  // when there is none), waiting for room in the cache's write queue rather
+  // than dropping it; a block cached already costs nothing. Evict drops it
+  // from both caches; Cached tells whether the disk cache (else the memory
+  // cache) holds it.
+  Status Warm(uint64_t id, uint32_t index, uint32_t block_len);
+  void Evict(uint64_t id, uint32_t index, uint32_t block_len);
+  bool Cached(uint64_t id, uint32_t index, uint32_t block_len);
   // Called (if set, before any read) when a partial read of an uncompressed
   // block missed the caches and read just its range from the store: the
   // owner may load the whole block in the background (--prefetch).

@@ -275,6 +275,17 @@ void DiskBlockCache::Erase(const std::string& key) {
   if (p != pending_.end()) p->second.cancelled = true;
 }
 
+bool DiskBlockCache::Contains(const std::string& key) const {
+  std::lock_guard lock(mu_);
+  return index_.count(key) != 0 || pending_.count(key) != 0;
+}
+
+void DiskBlockCache::WaitForRoom(uint64_t bytes) {
+  if (!opts_.async_writes) return;
+  std::unique_lock lock(mu_);
+  idle_cv_.wait(lock, [&] { return stop_ || pending_bytes_ + bytes <= opts_.max_pending_bytes; });
+}
+
 void DiskBlockCache::Drain() {
   std::unique_lock lock(mu_);
   idle_cv_.wait(lock, [&] { return pending_.empty(); });

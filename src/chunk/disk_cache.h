@@ -98,6 +98,11 @@ class DiskBlockCache {
   void Put(const std::string& key, BlockRef block);
   // Removes the block's file and cancels a queued write of it.
   void Erase(const std::string& key);
+  // Is the block in the cache (written, or being written)?
+  bool Contains(const std::string& key) const;
+  // Waits until a Put of `bytes` more would not be dropped for a full
+  // write queue (warmup: every block must land).
+  void WaitForRoom(uint64_t bytes);
   // Waits until every write queued so far has finished.
   void Drain();
 

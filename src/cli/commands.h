@@ -102,6 +102,15 @@ struct SummaryArgs {
 int Summary(const SummaryArgs& a);
 // `tessera rmr PATH...`: removes trees through their mount's control channel.
 int Rmr(const std::vector<std::string>& paths);
+// `tessera warmup PATH...`: the mount serving PATH loads the blocks of its
+// files into its disk cache (or evicts them, or counts those cached).
+struct WarmupArgs {
+  std::vector<std::string> paths;
+  int threads = 10;
+  bool evict = false;
+  bool check = false;
+};
+int Warmup(const WarmupArgs& a);
 // Prints the usage line of the tree at path for `info -r`.
 int InfoTree(const std::string& path);
 // `tessera fsck META-URL`: the engine's consistency check; with

@@ -169,6 +169,18 @@ int main(int argc, char** argv) {
       "Examples:\n  tessera rmr /mnt/tessera/build-output\n  tessera rmr /mnt/tessera/tmp/a /mnt/tessera/tmp/b");
   rmr->add_option("PATH", rmr_paths, "files or directories inside a Tessera mount")->required();
 
+  WarmupArgs wa;
+  auto* warmup = app.add_subcommand("warmup", "Load files' data into the disk cache of the mount serving them");
+  warmup->footer(
+      "The client serving the mount does the work, so the cache it fills is the one its reads use. Only files the "
+      "caller may read are loaded. With --check, nothing is loaded: it reports how much is cached.\n\n"
+      "Examples:\n  tessera warmup /mnt/tessera/datasets/train --threads 20\n"
+      "  tessera warmup --check /mnt/tessera/datasets/train\n  tessera warmup --evict /mnt/tessera/old");
+  warmup->add_option("PATH", wa.paths, "files or directories inside a Tessera mount")->required();
+  warmup->add_option("--threads,-p", wa.threads, "blocks loaded at once")->capture_default_str()->check(CLI::Range(1, 256));
+  auto* warmup_evict = warmup->add_flag("--evict", wa.evict, "drop the blocks from the mount's caches instead");
+  warmup->add_flag("--check", wa.check, "only report how much of the data is in the cache")->excludes(warmup_evict);
+
   SummaryArgs sa;
   auto* summary = app.add_subcommand("summary", "Show the size, files and directories of trees in a mount, biggest first");
   summary->footer(
@@ -382,6 +394,7 @@ int main(int argc, char** argv) {
   if (*info) return Info(info_paths, info_recursive);
   if (*summary) return Summary(sa);
   if (*rmr) return Rmr(rmr_paths);
+  if (*warmup) return Warmup(wa);
   if (*fsck) return Fsck(fko);
   if (*config) return Config(co);
   if (*destroy) return Destroy(dso);

@@ -165,6 +165,10 @@ void ControlServer::Serve(int fd) {
     WriteLine(fd, Json{{"done", {{"pid", getpid()}, {"uid", ctx->uid}}}});
     return;
   }
+  if (op == "warmup") {
+    Warmup(fd, *ctx, req);
+    return;
+  }
   if (op != "rmr") {
     WriteLine(fd, Error(Status::Err(EINVAL, "unknown control operation '" + op + "'")));
     return;
@@ -191,6 +195,51 @@ void ControlServer::Serve(int fd) {
   LOG_INFO("rmr {}: {} files, {} directories removed in {:.1f} s{}", path, done.files, done.dirs, secs,
            st.ok() ? "" : "; " + st.ToString());
   Json result{{"files", done.files}, {"dirs", done.dirs}, {"failed", done.failed}, {"seconds", secs}};
+  if (st.ok()) {
+    WriteLine(fd, Json{{"done", result}});
+  } else {
+    Json e = Error(st);
+    e["result"] = result;
+    WriteLine(fd, e);
+  }
+}
+
+void ControlServer::Warmup(int fd, const Context& ctx, const nlohmann::json& req) {
+  const std::string path = req.value("path", "");
+  const std::string mode_name = req.value("mode", "load");
+  Vfs::WarmupMode mode = Vfs::WarmupMode::kLoad;
+  if (mode_name == "evict") mode = Vfs::WarmupMode::kEvict;
+  else if (mode_name == "check") mode = Vfs::WarmupMode::kCheck;
+  else if (mode_name != "load") {
+    WriteLine(fd, Error(Status::Err(EINVAL, "unknown warmup mode '" + mode_name + "'")));
+    return;
+  }
+  const int threads = std::clamp(req.value("threads", 10), 1, 256);
+  Ino parent = 0, ino = 0;
+  std::string name;
+  Attr attr;
+  Status st = vfs_->Resolve(ctx, path, &parent, &name, &ino, &attr);
+  if (!st.ok()) {
+    WriteLine(fd, Error(st.With(path.empty() ? "/" : path)));
+    return;
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  auto report = [](const Vfs::WarmupProgress& p) {
+    return Json{{"files", p.files},   {"blocks", p.blocks},   {"bytes", p.bytes}, {"cached_blocks", p.cached_blocks},
+                {"cached_bytes", p.cached_bytes}, {"failed", p.failed}};
+  };
+  auto progress = [&](const Vfs::WarmupProgress& p) {
+    if (stopping_ || Gone(fd)) return false;
+    return WriteLine(fd, Json{{"progress", report(p)}});
+  };
+  Vfs::WarmupProgress done;
+  st = vfs_->Warmup(ctx, ino, mode, threads, progress, &done);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  LOG_INFO("warmup ({}) {}: {} files, {} blocks, {} bytes in {:.1f} s{}", mode_name, path.empty() ? "/" : path,
+           done.files, done.blocks, done.bytes, secs, st.ok() ? "" : "; " + st.ToString());
+  Json result = report(done);
+  result["seconds"] = secs;
+  result["disk_cache"] = vfs_->DiskCacheOn();
   if (st.ok()) {
     WriteLine(fd, Json{{"done", result}});
   } else {

@@ -9,6 +9,10 @@
 // channel"). Unlike a virtual file in the mount it takes no name from the
 // user's tree and no FUSE request per message.
 //
+// Operations: {"op": "rmr", "path": P} (Vfs::RemoveTree), {"op": "warmup",
+// "path": P, "mode": "load"|"evict"|"check", "threads": N} (Vfs::Warmup),
+// {"op": "ping"}.
+//
 // Protocol: the client sends one request, a JSON object on one line
 // ({"op": "rmr", "path": "dir/sub"}, paths relative to the mount's root);
 // the server answers with JSON lines: zero or more {"progress": {...}} and
@@ -22,6 +26,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <nlohmann/json_fwd.hpp>
 
 #include "common/status.h"
 #include "vfs/vfs.h"
@@ -45,6 +51,7 @@ class ControlServer {
  private:
   void AcceptLoop();
   void Serve(int fd);
+  void Warmup(int fd, const Context& ctx, const nlohmann::json& req);
 
   Vfs* const vfs_;
   std::string path_;

@@ -132,6 +132,25 @@ class Vfs {
   };
   Status RemoveTree(const Context& ctx, Ino parent, const std::string& name,
                     const std::function<bool(const RemoveProgress&)>& progress, RemoveProgress* out);
+  // `tessera warmup` (warmup.cc): for every regular file under `top` (or
+  // the file `top`) that ctx may read, loads its blocks into the disk cache
+  // (kLoad; the memory cache without one), drops them from the caches
+  // (kEvict) or counts those cached (kCheck), `threads` blocks at a time.
+  // Files ctx may not read are skipped and the first such error returned
+  // at the end. Directories are listed a page at a time. progress as for
+  // RemoveTree.
+  enum class WarmupMode { kLoad, kEvict, kCheck };
+  bool DiskCacheOn() const;
+  struct WarmupProgress {
+    uint64_t files = 0;
+    uint64_t blocks = 0;         // blocks visited
+    uint64_t bytes = 0;          // their bytes
+    uint64_t cached_blocks = 0;  // kCheck: of those, cached
+    uint64_t cached_bytes = 0;
+    uint64_t failed = 0;         // files skipped (permission) or blocks that failed to load
+  };
+  Status Warmup(const Context& ctx, Ino top, WarmupMode mode, int threads,
+                const std::function<bool(const WarmupProgress&)>& progress, WarmupProgress* out);
   // The inode at `path` (relative to the root, '/'-separated; "" = the
   // root), looked up as ctx: search permission on every directory on the way.
   Status Resolve(const Context& ctx, const std::string& path, Ino* parent, std::string* name, Ino* ino, Attr* attr);

@@ -402,6 +402,9 @@ PY
   trash)
     . "$(dirname "$0")/trash_suite.sh"  # rm -rf, restore --put-back, purge after trash-days
     ;;
+  warmup)
+    . "$(dirname "$0")/warmup_suite.sh"  # tessera warmup: evict, load, check; a cold read without the store
+    ;;
   rmr)
     . "$(dirname "$0")/rmr_suite.sh"  # tessera rmr through the control channel, trash off and on
     ;;

@@ -5,7 +5,8 @@
 #
 # Starts the server in a fresh temporary directory, exports its
 # TESSERA_TEST_S3_ENDPOINT, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and
-# AWS_REGION (plus AWS_DEFAULT_REGION for older SDKs), runs CMD, then stops the
+# AWS_REGION (plus AWS_DEFAULT_REGION for older SDKs) and TESSERA_TEST_S3_DIR
+# (the server's directory, with its logs), runs CMD, then stops the
 # server and removes the directory, also on Ctrl-C, SIGTERM, or SIGKILL of
 # this script (a detached watchdog cleans up then). Exits with CMD's status,
 # or 1 if the server does not start. PORT picks the endpoint port (default: a
@@ -41,6 +42,8 @@ unset AWS_SESSION_TOKEN AWS_SECURITY_TOKEN AWS_PROFILE AWS_DEFAULT_PROFILE
 # shellcheck source=/dev/null
 source "$dir/env"
 export AWS_DEFAULT_REGION=$AWS_REGION
+# The server's directory: tests count requests in its proxy-server.log.
+export TESSERA_TEST_S3_DIR=$dir
 
 status=0
 "$@" || status=$?

@@ -6,6 +6,7 @@
 // and a result, and clear errors for bad requests.
 #include "vfs/vfs.h"
 
+#include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -190,6 +191,49 @@ TEST_F(RemoveTreeTest, WithTheTrashOnTheTreeGoesIntoTheTrash) {
   ASSERT_OK(meta_->Readdir(Context::Root(), hours[0].ino, false, &held));
   EXPECT_EQ(held.size(), below + 1);
   ExpectClean();
+}
+
+// Warmup without a disk cache works on the memory cache: evict empties it,
+// load fills it, check counts; a file the caller may not read is skipped.
+TEST_F(RemoveTreeTest, WarmupLoadsEvictsAndCountsTheBlocksOfReadableFiles) {
+  Ino dir = Make(kRootIno, "d", S_IFDIR | 0755);
+  const Context root = Context::Root();
+  Ino ino = 0;
+  Attr attr;
+  Handle* fh = nullptr;
+  ASSERT_OK(vfs_->Create(root, dir, "f", 0644, 0, O_RDWR | O_CREAT, &fh, &ino, &attr));
+  const std::string data(5 * kBlock + 100, 'x');
+  auto n = vfs_->Write(root, fh, 0, data.data(), data.size());
+  ASSERT_TRUE(n.ok());
+  ASSERT_OK(vfs_->Release(root, fh));
+  ASSERT_OK(vfs_->Create(root, dir, "secret", 0600, 0, O_RDWR | O_CREAT, &fh, &ino, &attr));
+  n = vfs_->Write(root, fh, 0, data.data(), 10);
+  ASSERT_TRUE(n.ok());
+  ASSERT_OK(vfs_->Release(root, fh));
+
+  auto run = [&](Vfs::WarmupMode mode, const Context& ctx, Vfs::WarmupProgress* p) {
+    return vfs_->Warmup(ctx, dir, mode, 4, [](const Vfs::WarmupProgress&) { return true; }, p);
+  };
+  Vfs::WarmupProgress p;
+  ASSERT_OK(run(Vfs::WarmupMode::kEvict, root, &p));
+  EXPECT_EQ(p.files, 2u);
+  EXPECT_EQ(p.blocks, 7u);  // 6 of f, 1 of secret
+  ASSERT_OK(run(Vfs::WarmupMode::kCheck, root, &p));
+  EXPECT_EQ(p.cached_blocks, 0u);
+  ASSERT_OK(run(Vfs::WarmupMode::kLoad, root, &p));
+  EXPECT_EQ(p.bytes, data.size() + 10);
+  ASSERT_OK(run(Vfs::WarmupMode::kCheck, root, &p));
+  EXPECT_EQ(p.cached_blocks, 7u);
+  EXPECT_EQ(p.cached_bytes, data.size() + 10);
+
+  const Context user{1000, 1000, 0, {}};
+  ASSERT_OK(run(Vfs::WarmupMode::kEvict, root, &p));
+  Status st = run(Vfs::WarmupMode::kLoad, user, &p);
+  EXPECT_EQ(st.code(), EACCES) << st.ToString();
+  EXPECT_EQ(p.files, 1u);
+  EXPECT_EQ(p.failed, 1u);
+  ASSERT_OK(run(Vfs::WarmupMode::kCheck, root, &p));
+  EXPECT_EQ(p.cached_blocks, 6u) << "the secret file was loaded for a user who may not read it";
 }
 
 // ---------------------------------------------------------------- the channel
