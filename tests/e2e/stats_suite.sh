@@ -72,10 +72,10 @@ for attempt in 1 2 3; do
   umount -l "$MNT" 2>/dev/null || true
   out=$("$TESSERA" fsck "$META" 2>&1) || true
   if [ "$ENGINE" = redis ]; then
-    grep -q "statistics" <<<"$out" && fail "Redis lost statistics in a crash: $out"
+    grep -q ": statistics (length" <<<"$out" && fail "Redis lost statistics in a crash: $out"
     break
   fi
-  if grep -q "statistics" <<<"$out"; then
+  if grep -q ": statistics (length" <<<"$out"; then
     "$TESSERA" fsck "$META" --repair >"$WORK/repair.out" 2>&1 || fail "fsck --repair: $(cat "$WORK/repair.out")"
     grep -q "statistics" "$WORK/repair.out" || fail "fsck --repair changed no statistics: $(cat "$WORK/repair.out")"
     break
@@ -84,5 +84,6 @@ for attempt in 1 2 3; do
   mount_volume
 done
 "$TESSERA" fsck "$META" >"$WORK/fsck.out" 2>&1 || fail "fsck after the repair: $(cat "$WORK/fsck.out")"
+grep -q ": statistics (length" "$WORK/fsck.out" && fail "statistics still off after the repair: $(cat "$WORK/fsck.out")"
 mount_volume
 check_summary "after the crash and repair"
