@@ -259,6 +259,9 @@ Status KvMeta::MoveParentTx(kv::Txn& tx, Ino ino, const Attr& attr, Ino from, In
 }
 
 Status KvMeta::GetDirStats(const std::vector<Ino>& dirs, std::vector<DirStat>* out) {
+  // Not while a flush is between taking the buffer and committing it: its
+  // changes would be in neither.
+  std::lock_guard<std::mutex> flushing(flush_mu_);
   RETURN_IF_ERROR(engine_->Run(
       [&](kv::Txn& tx) {
         out->assign(dirs.size(), DirStat{});
@@ -275,6 +278,9 @@ Status KvMeta::GetDirStats(const std::vector<Ino>& dirs, std::vector<DirStat>* o
 }
 
 Status KvMeta::FlushDirStats() {
+  // One flush at a time: a second caller (Check, unmount) returns once the
+  // changes in flight are in the engine too.
+  std::lock_guard<std::mutex> flushing(flush_mu_);
   auto pending = dirstats_.Take();
   if (pending.empty()) return Status::OK();
   Status st = engine_->Run([&](kv::Txn& tx) {

@@ -20,6 +20,7 @@
 
 #include <atomic>
 #include <memory>
+#include <mutex>
 
 #include "kv/kv.h"
 #include "meta/meta.h"
@@ -146,6 +147,7 @@ class KvMeta final : public Meta {
   Format format_;     // set by Init/Load before use
   VolumeLimits limits_;  // set by Load, refreshed by Heartbeat
   DirStatBuffer dirstats_;  // flushed by FlushDirStats
+  std::mutex flush_mu_;     // held from taking dirstats_ until its flush committed
 
   ReleaseQueue releases_{[this](const std::vector<Ino>& inodes) { return ReleaseSustained(inodes); }};  // last: goes first
 };
