@@ -2,6 +2,7 @@
 // buffer of unflushed changes, and what fsck expects the records to be.
 #include <algorithm>
 #include <map>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -69,80 +70,97 @@ std::unordered_map<Ino, Ino> SoleParents(const std::unordered_map<Ino, Attr>& at
 
 }  // namespace
 
-void CheckUsage(const std::unordered_map<Ino, Attr>& attrs, const std::vector<EntryTriple>& entries,
-                const UsageRecords& stored, std::vector<std::string>* problems) {
+namespace {
+
+// How the stored usage records differ from what the tree says: what fsck
+// reports and --repair writes.
+struct UsageDiff {
+  std::vector<std::tuple<Ino, DirStat, DirStat>> dirstats;        // directory, stored, want
+  std::vector<std::pair<Ino, DirStat>> stale_dirstats;            // record of no directory
+  std::vector<std::tuple<Ino, ParentCounts, ParentCounts>> parents;  // file, stored, want
+  std::vector<std::pair<Ino, ParentCounts>> stale_parents;        // records of a file with one name
+  std::vector<std::tuple<Ino, Ino, Ino>> file_parents;            // file, its parent attribute, its directory
+};
+
+UsageDiff DiffUsage(const std::unordered_map<Ino, Attr>& attrs, const std::vector<EntryTriple>& entries,
+                    const UsageRecords& stored) {
   const UsageRecords want = ExpectedUsage(attrs, entries);
-  std::map<Ino, std::string> found;  // ordered output
+  UsageDiff d;
   for (const auto& [ino, a] : attrs) {
     if (!a.IsDir()) continue;
     auto w = want.dirstats.find(ino);
     auto s = stored.dirstats.find(ino);
     const DirStat wd = w == want.dirstats.end() ? DirStat{} : w->second;
     const DirStat sd = s == stored.dirstats.end() ? DirStat{} : s->second;
-    if (wd != sd)
-      found[ino] = fmt::format("directory {}: statistics (length/space/entries) {}, its entries add up to {}", ino,
-                               Show(sd), Show(wd));
+    if (wd != sd) d.dirstats.emplace_back(ino, sd, wd);
   }
-  for (const auto& [ino, d] : stored.dirstats)
-    if (attrs.count(ino) == 0 || !attrs.at(ino).IsDir())
-      found[ino] = fmt::format("inode {}: statistics record {} of a directory that does not exist", ino, Show(d));
-  auto show_parents = [](const ParentCounts& p) {
-    std::string s;
-    for (const auto& [dir, n] : p) s += fmt::format("{}{}:{}", s.empty() ? "" : ",", dir, n);
-    return s.empty() ? std::string("none") : s;
-  };
+  for (const auto& [ino, st] : stored.dirstats)
+    if (attrs.count(ino) == 0 || !attrs.at(ino).IsDir()) d.stale_dirstats.emplace_back(ino, st);
   for (const auto& [ino, p] : want.parents) {
     auto s = stored.parents.find(ino);
     if (s == stored.parents.end() || s->second != p)
-      found[ino] = fmt::format("inode {}: parent records {}, its names are in {}", ino,
-                               show_parents(s == stored.parents.end() ? ParentCounts{} : s->second), show_parents(p));
+      d.parents.emplace_back(ino, s == stored.parents.end() ? ParentCounts{} : s->second, p);
   }
   for (const auto& [ino, p] : stored.parents)
-    if (want.parents.count(ino) == 0)
-      found[ino] = fmt::format("inode {}: parent records {} but it has fewer than two names", ino, show_parents(p));
+    if (want.parents.count(ino) == 0) d.stale_parents.emplace_back(ino, p);
   for (const auto& [ino, parent] : SoleParents(attrs, entries, want))
-    if (attrs.at(ino).parent != parent && found.count(ino) == 0)
-      found[ino] = fmt::format("inode {}: parent {}, its name is in directory {}", ino, attrs.at(ino).parent, parent);
+    if (attrs.at(ino).parent != parent) d.file_parents.emplace_back(ino, attrs.at(ino).parent, parent);
+  return d;
+}
+
+std::string ShowParents(const ParentCounts& p) {
+  std::string s;
+  for (const auto& [dir, n] : p) s += fmt::format("{}{}:{}", s.empty() ? "" : ",", dir, n);
+  return s.empty() ? std::string("none") : s;
+}
+
+}  // namespace
+
+void CheckUsage(const std::unordered_map<Ino, Attr>& attrs, const std::vector<EntryTriple>& entries,
+                const UsageRecords& stored, std::vector<std::string>* problems) {
+  const UsageDiff d = DiffUsage(attrs, entries, stored);
+  std::map<Ino, std::string> found;  // ordered output, one line per inode
+  for (const auto& [ino, sd, wd] : d.dirstats)
+    found[ino] = fmt::format("directory {}: statistics (length/space/entries) {}, its entries add up to {}", ino,
+                             Show(sd), Show(wd));
+  for (const auto& [ino, sd] : d.stale_dirstats)
+    found[ino] = fmt::format("inode {}: statistics record {} of a directory that does not exist", ino, Show(sd));
+  for (const auto& [ino, sp, wp] : d.parents)
+    found[ino] = fmt::format("inode {}: parent records {}, its names are in {}", ino, ShowParents(sp), ShowParents(wp));
+  for (const auto& [ino, sp] : d.stale_parents)
+    found[ino] = fmt::format("inode {}: parent records {} but it has fewer than two names", ino, ShowParents(sp));
+  for (const auto& [ino, has, in] : d.file_parents)
+    found.emplace(ino, fmt::format("inode {}: parent {}, its name is in directory {}", ino, has, in));
   for (auto& [ino, line] : found) problems->push_back(std::move(line));
 }
 
 void RepairUsage(const std::unordered_map<Ino, Attr>& attrs, const std::vector<EntryTriple>& entries,
                  const UsageRecords& stored, std::map<Ino, Attr>* fixed,
                  std::vector<std::function<Status(TreeWriter&)>>* ops, std::vector<std::string>* changes) {
-  const UsageRecords want = ExpectedUsage(attrs, entries);
+  const UsageDiff d = DiffUsage(attrs, entries, stored);
   std::map<Ino, std::string> described;
-  for (const auto& [ino, a] : attrs) {
-    if (!a.IsDir()) continue;
-    auto w = want.dirstats.find(ino);
-    auto s = stored.dirstats.find(ino);
-    const DirStat wd = w == want.dirstats.end() ? DirStat{} : w->second;
-    const DirStat sd = s == stored.dirstats.end() ? DirStat{} : s->second;
-    if (wd == sd) continue;
+  for (const auto& [ino, sd, wd] : d.dirstats) {
     described[ino] = fmt::format("directory {}: statistics {} -> {}", ino, Show(sd), Show(wd));
-    ops->push_back([ino, wd](TreeWriter& tw) { return tw.PutDirStat(ino, wd); });
+    ops->push_back([ino, wd](TreeWriter& w) { return w.PutDirStat(ino, wd); });
   }
-  for (const auto& [ino, d] : stored.dirstats) {
-    if (attrs.count(ino) != 0 && attrs.at(ino).IsDir()) continue;
+  for (const auto& [ino, sd] : d.stale_dirstats) {
     described[ino] = fmt::format("inode {}: removed the statistics record of a directory that does not exist", ino);
     ops->push_back([ino](TreeWriter& w) { return w.PutDirStat(ino, DirStat{}); });
   }
-  for (const auto& [ino, p] : want.parents) {
-    auto s = stored.parents.find(ino);
-    if (s != stored.parents.end() && s->second == p) continue;
-    described[ino] = fmt::format("inode {}: parent records rebuilt ({} directories)", ino, p.size());
-    ops->push_back([ino, p](TreeWriter& w) { return w.PutParents(ino, p); });
+  for (const auto& [ino, sp, wp] : d.parents) {
+    described[ino] = fmt::format("inode {}: parent records rebuilt ({} directories)", ino, wp.size());
+    ops->push_back([ino, wp](TreeWriter& w) { return w.PutParents(ino, wp); });
   }
-  for (const auto& [ino, p] : stored.parents) {
-    if (want.parents.count(ino) != 0) continue;
+  for (const auto& [ino, sp] : d.stale_parents) {
     described[ino] = fmt::format("inode {}: removed parent records (fewer than two names)", ino);
     ops->push_back([ino](TreeWriter& w) { return w.PutParents(ino, {}); });
   }
-  for (const auto& [ino, parent] : SoleParents(attrs, entries, want)) {
+  for (const auto& [ino, has, in] : d.file_parents) {
     auto f = fixed->find(ino);
     Attr b = f == fixed->end() ? attrs.at(ino) : f->second;
-    if (b.parent == parent) continue;
-    described.emplace(ino, fmt::format("inode {}: parent {} -> {}", ino, b.parent, parent));
-    b.parent = parent;
+    if (b.parent == in) continue;
+    described.emplace(ino, fmt::format("inode {}: parent {} -> {}", ino, b.parent, in));
+    b.parent = in;
     (*fixed)[ino] = b;
   }
   for (auto& [ino, line] : described) changes->push_back(std::move(line));

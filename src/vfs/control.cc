@@ -84,6 +84,17 @@ bool Gone(int fd) {
 // The message without its errno text: the client makes a Status of both again.
 Json Error(const Status& st) { return Json{{"error", st.message()}, {"errno", st.code()}}; }
 
+// The last line of an answer: the result, or the error with the partial result.
+void Finish(int fd, const Status& st, Json result) {
+  if (st.ok()) {
+    WriteLine(fd, Json{{"done", std::move(result)}});
+    return;
+  }
+  Json e = Error(st);
+  e["result"] = std::move(result);
+  WriteLine(fd, e);
+}
+
 }  // namespace
 
 Status ControlServer::Start(const std::string& path) {
@@ -194,14 +205,7 @@ void ControlServer::Serve(int fd) {
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   LOG_INFO("rmr {}: {} files, {} directories removed in {:.1f} s{}", path, done.files, done.dirs, secs,
            st.ok() ? "" : "; " + st.ToString());
-  Json result{{"files", done.files}, {"dirs", done.dirs}, {"failed", done.failed}, {"seconds", secs}};
-  if (st.ok()) {
-    WriteLine(fd, Json{{"done", result}});
-  } else {
-    Json e = Error(st);
-    e["result"] = result;
-    WriteLine(fd, e);
-  }
+  Finish(fd, st, Json{{"files", done.files}, {"dirs", done.dirs}, {"failed", done.failed}, {"seconds", secs}});
 }
 
 void ControlServer::Warmup(int fd, const Context& ctx, const nlohmann::json& req) {
@@ -240,13 +244,7 @@ void ControlServer::Warmup(int fd, const Context& ctx, const nlohmann::json& req
   Json result = report(done);
   result["seconds"] = secs;
   result["disk_cache"] = vfs_->DiskCacheOn();
-  if (st.ok()) {
-    WriteLine(fd, Json{{"done", result}});
-  } else {
-    Json e = Error(st);
-    e["result"] = result;
-    WriteLine(fd, e);
-  }
+  Finish(fd, st, std::move(result));
 }
 
 }  // namespace tessera::vfs
