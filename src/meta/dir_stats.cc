@@ -2,6 +2,7 @@
 // buffer of unflushed changes, and what fsck expects the records to be.
 #include <algorithm>
 #include <map>
+#include <random>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -9,6 +10,13 @@
 #include "meta/meta_util.h"
 
 namespace tessera::meta {
+
+uint64_t NewClientId() {
+  std::random_device rd;
+  uint64_t id = 0;
+  while (id == 0) id = (uint64_t(rd()) << 32) ^ rd();
+  return id;
+}
 
 void DirStatBuffer::Merge(const StatDeltas& deltas) {
   if (deltas.empty()) return;

@@ -59,6 +59,7 @@ std::string ParentKey(Ino ino, Ino parent) {
 }
 std::string DirStatPrefix() { return "U"; }
 std::string DirStatKey(Ino dir) { return SidKey("U", dir); }
+std::string FlushMarkKey(uint64_t client) { return SidKey("V", client); }
 std::string DeletedPrefix() { return "D"; }
 std::string DeletedKey(Ino ino) { return SidKey("D", ino); }
 std::string SliceGcPrefix() { return "G"; }

@@ -44,6 +44,8 @@ std::string JobKey(std::string_view name);
 // Directory statistics: "U" ino8 -> EncodeDirStat.
 std::string DirStatPrefix();
 std::string DirStatKey(Ino dir);
+// The sequence number of a client's last statistics flush: "V" client8.
+std::string FlushMarkKey(uint64_t client);
 // Parents of a file with several names: "A" ino8 "L" parent8 -> names (int64).
 std::string ParentPrefix(Ino ino);
 std::string ParentKey(Ino ino, Ino parent);

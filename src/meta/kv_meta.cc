@@ -282,9 +282,18 @@ Status KvMeta::FlushDirStats() {
   // changes in flight are in the engine too.
   std::lock_guard<std::mutex> flushing(flush_mu_);
   auto pending = dirstats_.Take();
-  if (pending.empty()) return Status::OK();
+  if (pending.empty() && doubtful_.empty()) return Status::OK();
+  const uint64_t seq = ++flush_seq_;
+  const std::string mark = FlushMarkKey(client_id_);
   Status st = engine_->Run([&](kv::Txn& tx) {
-    for (const auto& [dir, d] : pending) {
+    auto changes = pending;
+    if (!doubtful_.empty()) {  // did the flush whose commit we never heard of land?
+      auto v = tx.Get(mark);
+      if (!v.ok() && !v.status().not_found()) return v.status();
+      if (!v.ok() || uint64_t(DecodeI64(*v)) != doubtful_seq_)
+        for (const auto& [dir, d] : doubtful_) changes[dir] += d;
+    }
+    for (const auto& [dir, d] : changes) {
       Attr attr;
       Status a = GetAttrTx(tx, dir, &attr);
       if (a.not_found()) continue;  // removed meanwhile (its record went with it)
@@ -296,9 +305,18 @@ Status KvMeta::FlushDirStats() {
       cur += d;
       RETURN_IF_ERROR(tx.Put(key, EncodeDirStat(cur)));
     }
-    return Status::OK();
+    return tx.Put(mark, EncodeI64(int64_t(seq)));  // tells a later flush that this one landed
   });
-  if (!st.ok()) dirstats_.Restore(pending);  // tried again at the next flush
+  if (st.ok()) {
+    doubtful_.clear();
+  } else if (st.outcome_unknown()) {
+    // Maybe written: the next flush looks for this one's mark, and applies
+    // these changes only if it is not there (never lost, never twice).
+    for (const auto& [dir, d] : pending) doubtful_[dir] += d;
+    doubtful_seq_ = seq;
+  } else {
+    dirstats_.Restore(pending);  // not written: tried again at the next flush
+  }
   return st;
 }
 

@@ -10,6 +10,7 @@
 //   "A" ino8 "F" / "P"             BSD flock / POSIX lock records
 //   "A" ino8 "L" parent8           names of a multiply-linked file in that directory (int64)
 //   "U" ino8                       directory statistics (3 x int64 LE: length, space, entries)
+//   "V" client8                    the last statistics flush of a client (int64), for flushes of unknown outcome
 //   "D" ino8                       deleted inode whose chunks still need reclaiming -> length8
 //   "G" id8 size4                  slice whose objects must be deleted
 //   "SE" sid8 / "SH" sid8          session info (JSON) / heartbeat (unix seconds)
@@ -20,6 +21,7 @@
 
 #include <atomic>
 #include <memory>
+#include <unordered_map>
 #include <mutex>
 
 #include "kv/kv.h"
@@ -148,6 +150,12 @@ class KvMeta final : public Meta {
   VolumeLimits limits_;  // set by Load, refreshed by Heartbeat
   DirStatBuffer dirstats_;  // flushed by FlushDirStats
   std::mutex flush_mu_;     // held from taking dirstats_ until its flush committed
+  // A flush whose commit had an unknown outcome: its changes, and the mark
+  // (FlushMarkKey) it wrote if it landed. Guarded by flush_mu_.
+  std::unordered_map<Ino, DirStat> doubtful_;
+  uint64_t doubtful_seq_ = 0;
+  uint64_t flush_seq_ = 0;
+  const uint64_t client_id_ = NewClientId();
 
   ReleaseQueue releases_{[this](const std::vector<Ino>& inodes) { return ReleaseSustained(inodes); }};  // last: goes first
 };

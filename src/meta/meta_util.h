@@ -86,6 +86,9 @@ inline DirStat LengthDelta(uint64_t old_len, uint64_t new_len) {
 // Changes to directory statistics made by one operation: (directory, delta).
 using StatDeltas = std::vector<std::pair<Ino, DirStat>>;
 
+// A random 64-bit id for a client instance (not 0).
+uint64_t NewClientId();
+
 // The changes this client made to directory statistics and has not written
 // to the engine yet (engines that batch them: KvMeta). Self-synchronised.
 class DirStatBuffer {

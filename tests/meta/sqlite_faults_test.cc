@@ -104,6 +104,40 @@ TEST_F(SqliteFaultsTest, UnreadableDatabaseIsEIO) {
 
 // Many operations with 5% of reads, writes and truncates failing: every
 // operation succeeds or fails cleanly, and the tree is consistent after.
+// A flush of directory statistics that failed on a full disk: the next
+// flush writes its changes, nothing is lost or counted twice.
+TEST_F(SqliteFaultsTest, AStatisticsFlushFailingOnAFullDiskLosesNothing) {
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(Create("f" + std::to_string(i)).ok());
+  env_.FailNext(FaultEnv::kWrite, ENOSPC);
+  Status st = m_->FlushDirStats();
+  EXPECT_EQ(st.code(), ENOSPC) << st.ToString();
+  std::vector<DirStat> stats;
+  ASSERT_TRUE(m_->FlushDirStats().ok());
+  auto other = OpenMeta();  // sees only what was written
+  ASSERT_NE(other, nullptr);
+  ASSERT_TRUE(other->GetDirStats({kRootIno}, &stats).ok());
+  EXPECT_EQ(stats.at(0).inodes, 5);
+  ExpectConsistent();
+}
+
+// A flush whose commit's outcome is unknown (a failed WAL write): the next
+// flush applies its changes exactly once, whether or not it had landed.
+TEST_F(SqliteFaultsTest, AStatisticsFlushOfUnknownOutcomeCountsOnce) {
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(Create("f" + std::to_string(i)).ok());
+  env_.FailNext(FaultEnv::kWrite, EIO);
+  Status st = m_->FlushDirStats();
+  ASSERT_FALSE(st.ok());
+  ASSERT_TRUE(st.outcome_unknown()) << st.ToString();
+  ASSERT_TRUE(Create("g").ok());
+  ASSERT_TRUE(m_->FlushDirStats().ok());
+  std::vector<DirStat> stats;
+  auto other = OpenMeta();
+  ASSERT_NE(other, nullptr);
+  ASSERT_TRUE(other->GetDirStats({kRootIno}, &stats).ok());
+  EXPECT_EQ(stats.at(0).inodes, 4);
+  ExpectConsistent();
+}
+
 TEST_F(SqliteFaultsTest, RandomFaultsNeverCorruptTheTree) {
   std::mt19937 rng(3);
   env_.FailRandomly(FaultEnv::kRead | FaultEnv::kWrite | FaultEnv::kTruncate, EIO, 0.05, 17);
