@@ -138,6 +138,19 @@ struct ConfigOptions {
 };
 int Config(const ConfigOptions& o);
 
+// `tessera quota ACTION META-URL`: directory (--path), user (--uid) and
+// group (--gid) quotas; ACTION is set, get, list, delete or check.
+struct QuotaOptions {
+  std::string action;
+  std::string meta_url;
+  std::string path;
+  std::optional<uint32_t> uid, gid;
+  std::optional<double> capacity_gib;
+  std::optional<uint64_t> inodes;
+  bool repair = false;
+};
+int QuotaCmd(const QuotaOptions& o);
+
 // `tessera destroy META-URL UUID`: deletes every object of the volume, then
 // its metadata; refuses while clients have it mounted.
 struct DestroyOptions {

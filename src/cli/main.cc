@@ -201,6 +201,27 @@ int main(int argc, char** argv) {
   auto* compact = app.add_subcommand("compact", "Merge the slices of files' chunks (files and directories in a mount)");
   compact->add_option("PATH", compact_paths, "files or directories inside a Tessera mount")->required();
 
+  QuotaOptions qo;
+  auto* quota = app.add_subcommand("quota", "Set, show, delete and check directory, user and group quotas");
+  quota->footer(
+      "A directory quota limits everything below the directory (nested quotas all apply); a user or group quota "
+      "what that uid or gid owns. Space counts regular files' lengths rounded up to 4 KiB. Mounted clients fail "
+      "a change that would pass a limit with EDQUOT, and see a new or changed quota within a second; `df` "
+      "inside a directory with a quota shows the quota.\n\n"
+      "Examples:\n  tessera quota set redis://host/1 --path /projects/a --capacity 100 --inodes 1000000\n"
+      "  tessera quota set sqlite3:///var/lib/tessera/vol.db --uid 1000 --capacity 0.5\n"
+      "  tessera quota list redis://host/1\n  tessera quota check redis://host/1 --repair");
+  quota->add_option("ACTION", qo.action, "set, get, list, delete or check")
+      ->required()
+      ->check(CLI::IsMember({"set", "get", "list", "delete", "check"}));
+  quota->add_option("META-URL", qo.meta_url, "metadata engine address")->required();
+  quota->add_option("--path", qo.path, "a directory inside the volume (from its root, e.g. /projects/a)");
+  quota->add_option("--uid", qo.uid, "a user id");
+  quota->add_option("--gid", qo.gid, "a group id");
+  quota->add_option("--capacity", qo.capacity_gib, "set: space limit in GiB (fractions allowed; 0 = no limit)");
+  quota->add_option("--inodes", qo.inodes, "set: inode limit (0 = no limit)");
+  quota->add_flag("--repair", qo.repair, "check: set the recorded usage to what the tree holds");
+
   FsckOptions fko;
   auto* fsck = app.add_subcommand("fsck", "Check the consistency of a volume's metadata (and its objects)");
   fsck->footer("Examples:\n  tessera fsck sqlite3:///var/lib/tessera/vol.db\n"
@@ -397,6 +418,7 @@ int main(int argc, char** argv) {
   if (*warmup) return Warmup(wa);
   if (*fsck) return Fsck(fko);
   if (*config) return Config(co);
+  if (*quota) return QuotaCmd(qo);
   if (*destroy) return Destroy(dso);
   if (*gc) return Gc(gco);
   if (*dump) return DumpMeta(dua);

@@ -333,7 +333,7 @@ void OpFsyncdir(fuse_req_t req, fuse_ino_t, int, fuse_file_info*) { fuse_reply_e
 
 void OpStatfs(fuse_req_t req, fuse_ino_t ino) {
   meta::StatFs fs;
-  Status st = V(req)->StatFS(Ctx(req), &fs);
+  Status st = V(req)->StatFS(Ctx(req), ino, &fs);
   if (!st.ok()) return ReplyErr(req, st);
   struct statvfs s;
   std::memset(&s, 0, sizeof(s));

@@ -60,6 +60,19 @@ std::string ParentKey(Ino ino, Ino parent) {
 std::string DirStatPrefix() { return "U"; }
 std::string DirStatKey(Ino dir) { return SidKey("U", dir); }
 std::string FlushMarkKey(uint64_t client) { return SidKey("V", client); }
+std::string QuotaPrefix() { return "Q"; }
+std::string QuotaRecordKey(const QuotaKey& key) {
+  std::string k = "Q";
+  k.push_back(char(key.kind));
+  kv::AppendU64BE(&k, key.id);
+  return k;
+}
+bool ParseQuotaRecordKey(std::string_view k, QuotaKey* key) {
+  if (k.size() != 10 || k[0] != 'Q' || k[1] < 1 || k[1] > 3) return false;
+  key->kind = QuotaKind(k[1]);
+  key->id = kv::ReadU64BE(k.substr(2));
+  return true;
+}
 std::string DeletedPrefix() { return "D"; }
 std::string DeletedKey(Ino ino) { return SidKey("D", ino); }
 std::string SliceGcPrefix() { return "G"; }
@@ -157,6 +170,25 @@ std::string EncodeI64(int64_t v) {
   std::string s;
   Put(&s, v);
   return s;
+}
+
+std::string EncodeQuota(const Quota& q) {
+  std::string s;
+  Put(&s, q.max_space);
+  Put(&s, q.max_inodes);
+  Put(&s, q.used_space);
+  Put(&s, q.used_inodes);
+  return s;
+}
+
+Quota DecodeQuota(std::string_view v) {
+  Quota q;
+  if (v.size() < 32) return q;
+  q.max_space = Take<int64_t>(&v);
+  q.max_inodes = Take<int64_t>(&v);
+  q.used_space = Take<int64_t>(&v);
+  q.used_inodes = Take<int64_t>(&v);
+  return q;
 }
 
 std::string EncodeDirStat(const DirStat& d) {

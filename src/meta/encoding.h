@@ -44,6 +44,10 @@ std::string JobKey(std::string_view name);
 // Directory statistics: "U" ino8 -> EncodeDirStat.
 std::string DirStatPrefix();
 std::string DirStatKey(Ino dir);
+// Quotas: "Q" kind1 id8 -> EncodeQuota.
+std::string QuotaPrefix();
+std::string QuotaRecordKey(const QuotaKey& key);
+bool ParseQuotaRecordKey(std::string_view k, QuotaKey* key);
 // The sequence number of a client's last statistics flush: "V" client8.
 std::string FlushMarkKey(uint64_t client);
 // Parents of a file with several names: "A" ino8 "L" parent8 -> names (int64).
@@ -65,6 +69,10 @@ Status DecodeEntry(std::string_view v, Ino* ino, uint32_t* type);
 // length, space, inodes: three int64 little-endian.
 std::string EncodeDirStat(const DirStat& d);
 DirStat DecodeDirStat(std::string_view v);
+
+// max_space, max_inodes, used_space, used_inodes: four int64 little-endian.
+std::string EncodeQuota(const Quota& q);
+Quota DecodeQuota(std::string_view v);
 
 std::string EncodeI64(int64_t v);
 int64_t DecodeI64(std::string_view v);

@@ -75,6 +75,14 @@ class FaultMeta final : public Meta {
     return inner_->GetDirStats(dirs, out);
   }
   Status FlushDirStats() override { return inner_->FlushDirStats(); }
+  Status ListQuotas(std::vector<std::pair<QuotaKey, Quota>>* out) override { return inner_->ListQuotas(out); }
+  Status SetQuota(const QuotaKey& key, const Quota& quota, bool with_usage) override {
+    return inner_->SetQuota(key, quota, with_usage);
+  }
+  Status DeleteQuota(const QuotaKey& key) override { return inner_->DeleteQuota(key); }
+  Status AddQuotaUsage(const std::vector<std::pair<QuotaKey, QuotaUsage>>& deltas) override {
+    return inner_->AddQuotaUsage(deltas);
+  }
   Result<bool> ClaimJob(const std::string& name, int64_t interval_sec) override {
     return inner_->ClaimJob(name, interval_sec);
   }

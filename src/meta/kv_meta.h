@@ -98,6 +98,10 @@ class KvMeta final : public Meta {
   Result<bool> IsEmpty() override;
   Status GetDirStats(const std::vector<Ino>& dirs, std::vector<DirStat>* out) override;
   Status FlushDirStats() override;
+  Status ListQuotas(std::vector<std::pair<QuotaKey, Quota>>* out) override;
+  Status SetQuota(const QuotaKey& key, const Quota& quota, bool with_usage) override;
+  Status DeleteQuota(const QuotaKey& key) override;
+  Status AddQuotaUsage(const std::vector<std::pair<QuotaKey, QuotaUsage>>& deltas) override;
 
  private:
   Result<int64_t> ReserveIds(const char* counter, uint64_t batch);

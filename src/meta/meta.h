@@ -129,6 +129,27 @@ struct DirStat {
   }
 };
 
+// Quotas (docs/format.md, "Quotas"): limits on the space and inodes of a
+// directory's tree (everything below it), or of what a user or group owns.
+// The engine stores each quota's limits and usage; clients add their usage
+// changes about every 0.4 s and enforce the limits (vfs/quota.h).
+enum class QuotaKind : uint8_t { kDir = 1, kUser = 2, kGroup = 3 };
+struct QuotaKey {
+  QuotaKind kind = QuotaKind::kDir;
+  uint64_t id = 0;  // directory inode, uid or gid
+  auto operator<=>(const QuotaKey&) const = default;
+};
+struct Quota {
+  int64_t max_space = 0;   // bytes; 0 = no limit
+  int64_t max_inodes = 0;  // 0 = no limit
+  int64_t used_space = 0;  // regular files' lengths, each rounded up to 4 KiB
+  int64_t used_inodes = 0;
+};
+struct QuotaUsage {
+  int64_t space = 0;
+  int64_t inodes = 0;
+};
+
 struct StatFs {
   uint64_t total_space = 0;
   uint64_t avail_space = 0;
@@ -368,6 +389,17 @@ class Meta {
   // calls it about once a second; unmount, Check and Repair too). Engines
   // that update the statistics inside each operation have nothing to flush.
   virtual Status FlushDirStats() { return Status::OK(); }
+
+  // ---- quotas ----
+  virtual Status ListQuotas(std::vector<std::pair<QuotaKey, Quota>>* out) = 0;
+  // Creates a quota or changes its limits; its usage is written too when
+  // with_usage (a new quota, `quota check --repair`), else kept.
+  virtual Status SetQuota(const QuotaKey& key, const Quota& quota, bool with_usage) = 0;
+  // ENOENT when there is none.
+  virtual Status DeleteQuota(const QuotaKey& key) = 0;
+  // Adds usage changes to the quotas that exist (others are ignored), in
+  // one atomic step.
+  virtual Status AddQuotaUsage(const std::vector<std::pair<QuotaKey, QuotaUsage>>& deltas) = 0;
 
   // ---- statistics ----
   // Requests sent to the engine's server, per operation ("lookup", "mknod",

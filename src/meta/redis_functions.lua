@@ -1126,6 +1126,53 @@ local function dir_stats(args)
   return { 0, out }
 end
 
+-- Quotas (meta.h, docs/format.md "Quotas"): hash 'Q<kind>_<id>' with
+-- ms, mi (limits), us, ui (usage); set 'quotas' names them.
+-- quota_set KIND ID MS MI US UI WITH_USAGE
+local function quota_set(args)
+  local k = 'Q' .. args[1] .. '_' .. args[2]
+  redis.call('HSET', k, 'ms', args[3], 'mi', args[4])
+  if args[7] == '1' or redis.call('HEXISTS', k, 'us') == 0 then
+    redis.call('HSET', k, 'us', args[5], 'ui', args[6])
+  end
+  redis.call('SADD', 'quotas', args[1] .. '_' .. args[2])
+  return { 0 }
+end
+
+local function quota_delete(args)
+  local k = 'Q' .. args[1] .. '_' .. args[2]
+  if redis.call('DEL', k) == 0 then return { ENOENT } end
+  redis.call('SREM', 'quotas', args[1] .. '_' .. args[2])
+  return { 0 }
+end
+
+-- quota_add (KIND ID DSPACE DINODES)...: to the quotas that exist.
+local function quota_add(args)
+  for i = 1, #args, 4 do
+    local k = 'Q' .. args[i] .. '_' .. args[i + 1]
+    if redis.call('EXISTS', k) == 1 then
+      redis.call('HINCRBY', k, 'us', args[i + 2])
+      redis.call('HINCRBY', k, 'ui', args[i + 3])
+    end
+  end
+  return { 0 }
+end
+
+-- { 0, { kind, id, ms, mi, us, ui, ... } }
+local function quota_list(args)
+  local out = {}
+  for _, m in ipairs(redis.call('SMEMBERS', 'quotas')) do
+    local v = redis.call('HMGET', 'Q' .. m, 'ms', 'mi', 'us', 'ui')
+    local sep = string.find(m, '_', 1, true)
+    if v[1] and sep then
+      out[#out + 1] = tonumber(string.sub(m, 1, sep - 1))
+      out[#out + 1] = string.sub(m, sep + 1)
+      for j = 1, 4 do out[#out + 1] = tonumber(v[j] or '0') end
+    end
+  end
+  return { 0, out }
+end
+
 local function load(args)
   local i = 1
   while i <= #args do
@@ -1231,3 +1278,7 @@ register('reclaim', reclaim)
 register('dump_inodes', dump_inodes, true)
 register('load', load)
 register('dir_stats', dir_stats, true)
+register('quota_set', quota_set)
+register('quota_delete', quota_delete)
+register('quota_add', quota_add)
+register('quota_list', quota_list, true)

@@ -124,7 +124,7 @@ Result<redis::Reply> RedisMeta::Fcall(Op op, const char* fn, const std::vector<s
   // Functions registered with no-writes (redis_functions.lua); every other
   // one changes state and is sent with an operation id (redis_client.h).
   static const std::set<std::string_view> kReadOnly = {"lookup", "readdir", "getxattr", "listxattr", "getlk", "dump_inodes",
-                                                             "dir_stats"};
+                                                             "dir_stats", "quota_list"};
   const std::string name = std::string("tessera_") + fn;
   requests_[op].fetch_add(1, std::memory_order_relaxed);
   ASSIGN_OR_RETURN(redis::Reply r,
@@ -733,6 +733,41 @@ Status RedisMeta::GetDirStats(const std::vector<Ino>& dirs, std::vector<DirStat>
                           v.at(3 * (i - from) + 2).integer()};
   }
   return Status::OK();
+}
+
+Status RedisMeta::ListQuotas(std::vector<std::pair<QuotaKey, Quota>>* out) {
+  ASSIGN_OR_RETURN(auto r, Fcall(kOpOther, "quota_list", {}));
+  const auto& v = r.at(1);
+  if (v.size() % 6 != 0) return Status::Err(EIO, "redis: malformed reply from tessera_quota_list");
+  out->clear();
+  for (size_t i = 0; i < v.size(); i += 6) {
+    const int64_t kind = v.at(i).integer();
+    if (kind < 1 || kind > 3) continue;
+    QuotaKey key{QuotaKind(kind), std::strtoull(std::string(v.at(i + 1).str()).c_str(), nullptr, 10)};
+    out->emplace_back(key, Quota{v.at(i + 2).integer(), v.at(i + 3).integer(), v.at(i + 4).integer(),
+                                 v.at(i + 5).integer()});
+  }
+  return Status::OK();
+}
+
+Status RedisMeta::SetQuota(const QuotaKey& key, const Quota& q, bool with_usage) {
+  return Fcall(kOpOther, "quota_set",
+               Args().Num(uint64_t(key.kind)).Num(key.id).Own(std::to_string(q.max_space))
+                   .Own(std::to_string(q.max_inodes)).Own(std::to_string(q.used_space))
+                   .Own(std::to_string(q.used_inodes)).Str(with_usage ? "1" : "0").views())
+      .status();
+}
+
+Status RedisMeta::DeleteQuota(const QuotaKey& key) {
+  return Fcall(kOpOther, "quota_delete", Args().Num(uint64_t(key.kind)).Num(key.id).views()).status();
+}
+
+Status RedisMeta::AddQuotaUsage(const std::vector<std::pair<QuotaKey, QuotaUsage>>& deltas) {
+  if (deltas.empty()) return Status::OK();
+  Args a;
+  for (const auto& [key, d] : deltas)
+    a.Num(uint64_t(key.kind)).Num(key.id).Own(std::to_string(d.space)).Own(std::to_string(d.inodes));
+  return Fcall(kOpOther, "quota_add", a.views()).status();
 }
 
 Status RedisMeta::CollectTree(std::unordered_map<Ino, Attr>* attrs_out, std::vector<EntryTriple>* entries_out,

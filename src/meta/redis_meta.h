@@ -85,6 +85,10 @@ class RedisMeta final : public Meta {
   Status WriteTree(const std::function<Status(TreeWriter&)>& fn) override;
   Result<bool> IsEmpty() override;
   Status GetDirStats(const std::vector<Ino>& dirs, std::vector<DirStat>* out) override;
+  Status ListQuotas(std::vector<std::pair<QuotaKey, Quota>>* out) override;
+  Status SetQuota(const QuotaKey& key, const Quota& quota, bool with_usage) override;
+  Status DeleteQuota(const QuotaKey& key) override;
+  Status AddQuotaUsage(const std::vector<std::pair<QuotaKey, QuotaUsage>>& deltas) override;
 
  private:
   // Operations counted in RequestStats.

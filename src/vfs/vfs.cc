@@ -1,6 +1,7 @@
 #include "vfs/vfs.h"
 
 #include <fcntl.h>
+#include <linux/falloc.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -46,7 +47,9 @@ Status Vfs::Start() {
   RETURN_IF_ERROR(meta_->NewSession(info));
   auto cleaned = meta_->CleanStaleSessions(config_.session_timeout_s);
   if (cleaned.ok() && *cleaned > 0) LOG_INFO("cleaned {} stale session(s)", *cleaned);
+  if (Status q = quotas_.Sync(); !q.ok()) LOG_WARN("loading quotas: {} (tried again in the background)", q.ToString());
   bg_thread_ = std::thread([this] { BackgroundLoop(); });
+  quota_thread_ = std::thread([this] { QuotaLoop(); });
   backup_thread_ = std::thread([this] { BackupLoop(); });
   started_ = true;
   return Status::OK();
@@ -72,6 +75,8 @@ void Vfs::Stop() {
   bg_cv_.notify_all();
   if (bg_thread_.joinable()) bg_thread_.join();
   if (backup_thread_.joinable()) backup_thread_.join();
+  if (quota_thread_.joinable()) quota_thread_.join();
+  if (Status q = quotas_.Sync(); !q.ok()) LOG_ERROR("writing quota usage at unmount: {}", q.ToString());
   Status st = meta_->CloseSession();
   if (!st.ok()) LOG_ERROR("closing session: {}", st.ToString());
 }
@@ -307,36 +312,76 @@ Status Vfs::GetAttr(const Context& ctx, Ino ino, Attr* attr) {
 Status Vfs::SetAttr(const Context& ctx, Ino ino, Handle* fh, uint32_t mask, const Attr& in, bool has_size,
                     uint64_t size, Attr* out) {
   const uint64_t epoch = data_->CommitEpoch();
-  if (has_size) {
-    if (fh) RETURN_IF_ERROR(CheckSession(fh));
-    if (auto f = FindFile(ino)) RETURN_IF_ERROR(Fenced(f->Truncate(ctx, size, fh == nullptr, out)));
-    else RETURN_IF_ERROR(meta_->Truncate(ctx, ino, size, fh == nullptr, out));
+  // Quotas: a truncate changes the owner's and the trees' space, a chown
+  // moves the file's usage between owners.
+  Attr before;
+  const bool chown = (mask & (meta::kSetUid | meta::kSetGid)) != 0;
+  QuotaTracker::Change grow, move_to;
+  if (quotas_.Active() && (has_size || chown)) {
+    RETURN_IF_ERROR(GetAttr(ctx, ino, &before));
+    const int64_t space = before.IsFile() ? Space(before.length) : 0;
+    if (has_size && before.IsFile()) {
+      grow = {before.parent, before.uid, before.gid, Space(size) - space, 0, QuotaTracker::kBoth};
+      RETURN_IF_ERROR(quotas_.Reserve(grow));
+    }
+    if (chown) {
+      const uint32_t uid = (mask & meta::kSetUid) ? in.uid : before.uid;
+      const uint32_t gid = (mask & meta::kSetGid) ? in.gid : before.gid;
+      const unsigned scope = (uid != before.uid ? unsigned(QuotaTracker::kUser) : 0u) | (gid != before.gid ? unsigned(QuotaTracker::kGroup) : 0u);
+      move_to = {0, uid, gid, has_size && before.IsFile() ? Space(size) : space, 1, scope};
+      if (scope != 0) {
+        if (Status q = quotas_.Reserve(move_to); !q.ok()) {
+          quotas_.Charge(QuotaTracker::Negated(grow));
+          return q;
+        }
+      }
+    }
   }
-  if (mask != 0 || !has_size) RETURN_IF_ERROR(meta_->SetAttr(ctx, ino, mask, in, out));
+  Status st;
+  if (has_size) {
+    if (fh) st = CheckSession(fh);
+    if (st.ok()) {
+      if (auto f = FindFile(ino)) st = Fenced(f->Truncate(ctx, size, fh == nullptr, out));
+      else st = meta_->Truncate(ctx, ino, size, fh == nullptr, out);
+    }
+  }
+  if (st.ok() && (mask != 0 || !has_size)) st = meta_->SetAttr(ctx, ino, mask, in, out);
+  if (!st.ok()) {
+    quotas_.Charge(QuotaTracker::Negated(grow));
+    quotas_.Charge(QuotaTracker::Negated(move_to));
+    return st;
+  }
+  if (move_to.scope != 0)  // the old owner's usage goes
+    quotas_.Charge({0, before.uid, before.gid, -move_to.space, -1, move_to.scope});
   return MergePending(ctx, epoch, ino, out);
 }
 
 Status Vfs::Mknod(const Context& ctx, Ino parent, const std::string& name, uint32_t mode, uint32_t umask,
                   uint32_t rdev, Ino* ino, Attr* attr) {
   if ((mode & S_IFMT) == S_IFDIR || (mode & S_IFMT) == S_IFLNK) return Status::Err(EINVAL);
-  return meta_->Mknod(ctx, parent, name, mode, umask, rdev, "", ino, attr);
+  return MknodCharged(ctx, parent, name, mode, umask, rdev, "", ino, attr);
 }
 
 Status Vfs::Mkdir(const Context& ctx, Ino parent, const std::string& name, uint32_t mode, uint32_t umask, Ino* ino,
                   Attr* attr) {
-  return meta_->Mknod(ctx, parent, name, S_IFDIR | (mode & 07777), umask, 0, "", ino, attr);
+  return MknodCharged(ctx, parent, name, S_IFDIR | (mode & 07777), umask, 0, "", ino, attr);
 }
 
 Status Vfs::Symlink(const Context& ctx, Ino parent, const std::string& name, const std::string& target, Ino* ino,
                     Attr* attr) {
-  return meta_->Mknod(ctx, parent, name, S_IFLNK | 0777, 0, 0, target, ino, attr);
+  return MknodCharged(ctx, parent, name, S_IFLNK | 0777, 0, 0, target, ino, attr);
 }
 
-Status Vfs::Unlink(const Context& ctx, Ino parent, const std::string& name) { return meta_->Unlink(ctx, parent, name); }
-Status Vfs::Rmdir(const Context& ctx, Ino parent, const std::string& name) { return meta_->Rmdir(ctx, parent, name); }
+Status Vfs::Unlink(const Context& ctx, Ino parent, const std::string& name) {
+  return RemoveCharged(ctx, parent, name, false);
+}
+Status Vfs::Rmdir(const Context& ctx, Ino parent, const std::string& name) {
+  return RemoveCharged(ctx, parent, name, true);
+}
 
 Status Vfs::Rename(const Context& ctx, Ino parent, const std::string& name, Ino new_parent,
                    const std::string& new_name, uint32_t flags) {
+  if (quotas_.Active()) return RenameWithQuotas(ctx, parent, name, new_parent, new_name, flags);
   Ino ino = 0;
   Attr attr;
   return meta_->Rename(ctx, parent, name, new_parent, new_name, flags, &ino, &attr);
@@ -344,13 +389,22 @@ Status Vfs::Rename(const Context& ctx, Ino parent, const std::string& name, Ino 
 
 Status Vfs::Link(const Context& ctx, Ino ino, Ino new_parent, const std::string& new_name, Attr* attr) {
   const uint64_t epoch = data_->CommitEpoch();
-  RETURN_IF_ERROR(meta_->Link(ctx, ino, new_parent, new_name, attr));
+  QuotaTracker::Change c;
+  if (quotas_.Active()) {  // a new name charges the trees above it (not the owner: same inode)
+    Attr a;
+    RETURN_IF_ERROR(GetAttr(ctx, ino, &a));
+    c = {new_parent, a.uid, a.gid, a.IsFile() ? Space(a.length) : 0, 1, QuotaTracker::kDirs};
+    RETURN_IF_ERROR(quotas_.Reserve(c));
+  }
+  if (Status st = meta_->Link(ctx, ino, new_parent, new_name, attr); !st.ok()) {
+    quotas_.Charge(QuotaTracker::Negated(c));
+    return st;
+  }
   return MergePending(ctx, epoch, ino, attr);
 }
 
 Status Vfs::ReadLink(const Context& ctx, Ino ino, std::string* target) { return meta_->ReadLink(ctx, ino, target); }
 Status Vfs::Access(const Context& ctx, Ino ino, int mask) { return meta_->Access(ctx, ino, mask); }
-Status Vfs::StatFS(const Context& ctx, meta::StatFs* out) { return meta_->StatFS(ctx, out); }
 
 // ---------------------------------------------------------------- files
 
@@ -361,6 +415,9 @@ Status Vfs::Open(const Context& ctx, Ino ino, int flags, Handle** fh, Attr* attr
   h->ino = ino;
   h->flags = flags;
   h->session = session_gen_.load(std::memory_order_relaxed);
+  h->uid = attr->uid;
+  h->gid = attr->gid;
+  h->parent = attr->parent;
   if (attr->IsFile()) {
     auto f = AcquireFile(ino, attr->length);
     if (!f.ok()) {
@@ -382,7 +439,7 @@ Status Vfs::Open(const Context& ctx, Ino ino, int flags, Handle** fh, Attr* attr
 
 Status Vfs::Create(const Context& ctx, Ino parent, const std::string& name, uint32_t mode, uint32_t umask, int flags,
                    Handle** fh, Ino* ino, Attr* attr) {
-  Status st = meta_->Mknod(ctx, parent, name, S_IFREG | (mode & 07777), umask, 0, "", ino, attr);
+  Status st = MknodCharged(ctx, parent, name, S_IFREG | (mode & 07777), umask, 0, "", ino, attr);
   if (st.code() == EEXIST && !(flags & O_EXCL)) {
     // Created meanwhile by someone else: open it like open(2) without O_EXCL.
     RETURN_IF_ERROR(meta_->Lookup(ctx, parent, name, ino, attr));
@@ -407,6 +464,9 @@ Status Vfs::Create(const Context& ctx, Ino parent, const std::string& name, uint
   h->ino = *ino;
   h->flags = flags;
   h->session = session_gen_.load(std::memory_order_relaxed);
+  h->uid = attr->uid;
+  h->gid = attr->gid;
+  h->parent = parent;
   auto f = AcquireFile(*ino, 0);
   if (!f.ok()) {
     (void)meta_->Close(ctx, *ino);
@@ -429,7 +489,12 @@ Result<size_t> Vfs::Write(const Context& ctx, Handle* fh, uint64_t off, const ch
   if ((fh->flags & O_ACCMODE) == O_RDONLY) return Status::Err(EBADF);
   if (size > meta::kMaxFileSize || off > meta::kMaxFileSize - size) return Status::Err(EFBIG);
   RETURN_IF_ERROR(CheckSession(fh));
-  RETURN_IF_ERROR(Fenced(fh->file->Write(ctx, off, data, size)));
+  int64_t charged = 0;
+  RETURN_IF_ERROR(ReserveGrowth(fh, off + size, &charged));
+  if (Status st = Fenced(fh->file->Write(ctx, off, data, size)); !st.ok()) {
+    quotas_.Charge({fh->parent, fh->uid, fh->gid, -charged, 0, QuotaTracker::kBoth});
+    return st;
+  }
   fh->written.store(true, std::memory_order_relaxed);
   return size;
 }
@@ -477,7 +542,11 @@ Status Vfs::Fallocate(const Context& ctx, Handle* fh, int mode, uint64_t off, ui
   if (!fh->file) return Status::Err(ENODEV);
   if ((fh->flags & O_ACCMODE) == O_RDONLY) return Status::Err(EBADF);
   RETURN_IF_ERROR(CheckSession(fh));
-  return Fenced(fh->file->Fallocate(ctx, mode, off, len));
+  int64_t charged = 0;
+  if (!(mode & FALLOC_FL_KEEP_SIZE) && off + len > off) RETURN_IF_ERROR(ReserveGrowth(fh, off + len, &charged));
+  Status st = Fenced(fh->file->Fallocate(ctx, mode, off, len));
+  if (!st.ok()) quotas_.Charge({fh->parent, fh->uid, fh->gid, -charged, 0, QuotaTracker::kBoth});
+  return st;
 }
 
 Result<size_t> Vfs::CopyFileRange(const Context& ctx, Handle* in, uint64_t off_in, Handle* out, uint64_t off_out,
@@ -500,7 +569,11 @@ Result<size_t> Vfs::CopyFileRange(const Context& ctx, Handle* in, uint64_t off_i
     buf.resize(want);
     ASSIGN_OR_RETURN(size_t n, in->file->Read(off_in + copied, want, buf.data()));
     if (n == 0) break;
-    RETURN_IF_ERROR(Fenced(out->file->Write(ctx, off_out + copied, buf.data(), n)));
+    auto w = Write(ctx, out, off_out + copied, buf.data(), n);
+    if (!w.ok()) {
+      if (copied > 0) break;  // a short copy, as copy_file_range(2) reports
+      return w.status();
+    }
     copied += n;
     if (n < want) break;
   }

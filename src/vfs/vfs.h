@@ -20,6 +20,7 @@
 #include "chunk/chunk_store.h"
 #include "meta/meta.h"
 #include "vfs/file_data.h"
+#include "vfs/quota.h"
 
 namespace tessera::vfs {
 
@@ -79,6 +80,10 @@ struct Handle {
   // since this client last saw it: same mtime and length).
   bool keep_cache = false;
   std::atomic<bool> written{false};  // files: written through this handle
+  // Files: owner and (first) parent when opened, for quotas.
+  uint32_t uid = 0;
+  uint32_t gid = 0;
+  Ino parent = 0;
   // Directories: a window of the listing. entries[i] has offset dir_base+i
   // ("." and ".." are offsets 0 and 1); the window was fetched after name
   // dir_from ("" = from the start), with attributes if dir_plus.
@@ -174,7 +179,10 @@ class Vfs {
   Status Link(const Context& ctx, Ino ino, Ino new_parent, const std::string& new_name, Attr* attr);
   Status ReadLink(const Context& ctx, Ino ino, std::string* target);
   Status Access(const Context& ctx, Ino ino, int mask);
-  Status StatFS(const Context& ctx, meta::StatFs* out);
+  // The volume's usage, or inside a directory quota's tree that quota's
+  // (ino: the inode statfs(2) was called on).
+  Status StatFS(const Context& ctx, Ino ino, meta::StatFs* out);
+  QuotaTracker& quotas() { return quotas_; }
 
   // Kernel lookup references (see meta::Meta::AddRef): the adapter counts
   // every entry it hands to the kernel and every forget.
@@ -255,6 +263,24 @@ class Vfs {
   meta::Meta* const meta_;
   chunk::ChunkStore* const store_;
   const Config config_;
+  QuotaTracker quotas_{meta_};
+  // Space a file's length takes in quotas' usage.
+  static int64_t Space(uint64_t length) { return int64_t((length + 4095) & ~uint64_t(4095)); }
+  // Reserves the growth of fh's file from its length to `end` (writes,
+  // fallocate); *charged receives what was reserved, to give back if the
+  // change fails.
+  Status ReserveGrowth(Handle* fh, uint64_t end, int64_t* charged);
+  // The usage a rename moves between trees: a file's space and 1 inode, a
+  // directory's whole tree.
+  Status TreeUsageOf(Ino ino, const Attr& attr, meta::QuotaUsage* out);
+  // Namespace changes that charge quotas (when any exists).
+  Status MknodCharged(const Context& ctx, Ino parent, const std::string& name, uint32_t mode, uint32_t umask,
+                      uint32_t rdev, const std::string& target, Ino* ino, Attr* attr);
+  Status RemoveCharged(const Context& ctx, Ino parent, const std::string& name, bool dir);
+  Status RenameWithQuotas(const Context& ctx, Ino parent, const std::string& name, Ino new_parent,
+                          const std::string& new_name, uint32_t flags);
+  void QuotaLoop();
+  std::thread quota_thread_;
   // Outlives nothing it points into: the destructor drops the files first,
   // then this (its workers may still call back into the file table).
   std::unique_ptr<DataPath> data_;
