@@ -516,5 +516,52 @@ TEST_P(DirStatsTest, SummaryAddsUpTheTreeFromTheStatistics) {
   (void)small;
 }
 
+
+// Quota records (meta.h, "Quotas"): kept by every engine; usage added by
+// clients at once, exactly.
+TEST_P(DirStatsTest, QuotaRecordsKeepLimitsAndAddUsageExactly) {
+  const Ino d = Make(kRootIno, "q", S_IFDIR | 0755);
+  const QuotaKey dir{QuotaKind::kDir, d}, user{QuotaKind::kUser, 1000}, group{QuotaKind::kGroup, 50};
+  ASSERT_OK(m_->SetQuota(dir, Quota{10 << 20, 100, 4096, 3}, true));
+  ASSERT_OK(m_->SetQuota(user, Quota{0, 5, 0, 0}, true));
+  // A change of limits keeps the usage.
+  ASSERT_OK(m_->SetQuota(dir, Quota{20 << 20, 200, 999, 999}, false));
+  std::vector<std::pair<QuotaKey, Quota>> all;
+  ASSERT_OK(m_->ListQuotas(&all));
+  std::map<QuotaKey, Quota> got(all.begin(), all.end());
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[dir].max_space, 20 << 20);
+  EXPECT_EQ(got[dir].max_inodes, 200);
+  EXPECT_EQ(got[dir].used_space, 4096);
+  EXPECT_EQ(got[dir].used_inodes, 3);
+  EXPECT_EQ(got[user].max_inodes, 5);
+
+  // Two clients, four threads, adding at once; one add to a quota that does
+  // not exist (ignored, not created).
+  auto second = OpenClient();
+  ASSERT_NE(second, nullptr);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      Meta* m = t % 2 ? second.get() : m_.get();
+      for (int i = 0; i < 50; ++i)
+        EXPECT_OK(m->AddQuotaUsage({{dir, QuotaUsage{4096, 1}}, {user, QuotaUsage{-1, 2}}, {group, QuotaUsage{7, 7}}}));
+    });
+  for (auto& t : threads) t.join();
+  ASSERT_OK(m_->ListQuotas(&all));
+  got = std::map<QuotaKey, Quota>(all.begin(), all.end());
+  ASSERT_EQ(got.size(), 2u) << "an add created a quota";
+  EXPECT_EQ(got[dir].used_space, 4096 + 200 * 4096);
+  EXPECT_EQ(got[dir].used_inodes, 3 + 200);
+  EXPECT_EQ(got[user].used_space, -200);
+  EXPECT_EQ(got[user].used_inodes, 400);
+
+  ASSERT_OK(m_->DeleteQuota(user));
+  EXPECT_EQ(m_->DeleteQuota(user).code(), ENOENT);
+  ASSERT_OK(second->ListQuotas(&all));
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_EQ(all[0].first, dir);
+}
+
 }  // namespace
 }  // namespace tessera::meta
