@@ -14,14 +14,14 @@ step "build (RelWithDebInfo)"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTESSERA_LINE_TABLES_ONLY=ON >/dev/null
 ninja -C build -j "$JOBS"
 # The unit tests of the backends (label "backend": Redis, PostgreSQL and S3,
-# each against its own private server) mostly wait on their servers: they
-# run side by side, everything else one at a time.
+# each against its own private server), the end-to-end suites on those
+# servers (label "servers") and the short fault campaigns (which mostly wait
+# on outages and timeouts) run side by side, each with its own servers and
+# volumes; everything else one at a time.
 step "tests (RelWithDebInfo)"
-ctest --test-dir build --output-on-failure -j 1 -LE 'campaign|backend'
-step "backend unit tests (RelWithDebInfo), side by side"
-ctest --test-dir build --output-on-failure -j 4 -L backend
-step "campaigns, short versions (together: they mostly wait on outages and timeouts)"
-ctest --test-dir build --output-on-failure -j 5 -L campaign
+ctest --test-dir build --output-on-failure -j 1 -LE 'campaign|backend|servers'
+step "backend unit tests, suites on servers and short campaigns (RelWithDebInfo), side by side"
+ctest --test-dir build --output-on-failure -j 7 -L 'campaign|backend|servers'
 
 if [ "${TESSERA_SKIP_SANITIZERS:-0}" != 1 ]; then
   step "build (ASan+UBSan)"

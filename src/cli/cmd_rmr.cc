@@ -21,38 +21,16 @@ namespace {
 
 using Json = nlohmann::json;
 
-// The mount containing path's parent directory, and path relative to its
-// root (symlinks on the way resolved; the last component kept as is, so a
-// symlink is removed itself, not its target).
-Status Locate(const std::string& path, std::string* mount_point, std::string* rel) {
-  std::string p = path;
-  while (p.size() > 1 && p.back() == '/') p.pop_back();
-  const size_t slash = p.rfind('/');
-  std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : p.substr(0, slash));
-  std::string base = slash == std::string::npos ? p : p.substr(slash + 1);
-  if (base == "." || base == "..") return Status::Err(EINVAL, path + ": refusing to remove '.' or '..'");
-  struct stat st;
-  if (lstat(path.c_str(), &st) != 0) return Status::Err(errno, path);
-  char* real = realpath(dir.c_str(), nullptr);
-  if (real == nullptr) return Status::Err(errno, dir);
-  std::string full = real;
-  free(real);
-  ASSIGN_OR_RETURN(*mount_point, FindMountPoint(full));
-  if (IsMountPoint(path) && S_ISDIR(st.st_mode))
-    return Status::Err(EINVAL, path + " is the root of a mount: remove what is inside it");
-  std::string inside = full.substr(mount_point->size());
-  while (!inside.empty() && inside.front() == '/') inside.erase(0, 1);
-  *rel = inside.empty() ? base : inside + "/" + base;
-  return Status::OK();
-}
-
 }  // namespace
 
 int Rmr(const std::vector<std::string>& paths) {
   int rc = 0;
   for (const auto& path : paths) {
     std::string mount_point, rel;
-    Status st = Locate(path, &mount_point, &rel);
+    Status st = LocateInMount(path, &mount_point, &rel);
+    const std::string last = rel.substr(rel.rfind('/') + 1);
+    if (st.ok() && rel.empty()) st = Status::Err(EINVAL, path + " is the root of a mount: remove what is inside it");
+    else if (st.ok() && (last == "." || last == "..")) st = Status::Err(EINVAL, path + ": refusing to remove '.' or '..'");
     if (!st.ok()) {
       rc = Fail(st.ToString());
       continue;

@@ -138,6 +138,13 @@ struct ConfigOptions {
 };
 int Config(const ConfigOptions& o);
 
+// `tessera clone SRC DST [--preserve]`.
+struct CloneOptions {
+  std::string src, dst;
+  bool preserve = false;
+};
+int Clone(const CloneOptions& o);
+
 // `tessera quota ACTION META-URL`: directory (--path), user (--uid) and
 // group (--gid) quotas; ACTION is set, get, list, delete or check.
 struct QuotaOptions {

@@ -132,4 +132,27 @@ Result<std::string> FindMountPoint(const std::string& path) {
   }
 }
 
+Status LocateInMount(const std::string& path, std::string* mount_point, std::string* rel) {
+  std::string p = path;
+  while (p.size() > 1 && p.back() == '/') p.pop_back();
+  const size_t slash = p.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : p.substr(0, slash));
+  const std::string base = slash == std::string::npos ? p : p.substr(slash + 1);
+  struct stat st;
+  if (lstat(path.c_str(), &st) != 0) return Status::Err(errno, path);
+  char* real = realpath(dir.c_str(), nullptr);
+  if (real == nullptr) return Status::Err(errno, dir);
+  std::string full = real;
+  free(real);
+  ASSIGN_OR_RETURN(*mount_point, FindMountPoint(full));
+  if (IsMountPoint(path) && S_ISDIR(st.st_mode)) {
+    rel->clear();
+    return Status::OK();
+  }
+  std::string inside = full.substr(mount_point->size());
+  while (!inside.empty() && inside.front() == '/') inside.erase(0, 1);
+  *rel = inside.empty() ? base : inside + "/" + base;
+  return Status::OK();
+}
+
 }  // namespace tessera::cli

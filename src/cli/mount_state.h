@@ -51,5 +51,10 @@ Result<std::string> FindMountPoint(const std::string& path);
 Result<MountState> MountStateOf(const std::string& path);
 // True when path is the root of a mount (its device differs from its parent's).
 bool IsMountPoint(const std::string& path);
+// The Tessera mount holding `path` and the path relative to its root
+// ("" for the root itself): the directories on the way are resolved
+// (symlinks followed), the last component is kept as it is (a symlink names
+// itself). The path must exist.
+Status LocateInMount(const std::string& path, std::string* mount_point, std::string* rel);
 
 }  // namespace tessera::cli

@@ -563,7 +563,12 @@ Status Serve(vfs::Vfs* vfs, const MountOptions& opts, const std::function<void(c
   if (se) vfs->SetCacheInvalidator([se](Ino ino) { (void)fuse_lowlevel_notify_inval_inode(se, ino, 0, 0); });
   if (se)
     vfs->SetEntryInvalidator([se](Ino parent, const std::string& name, Ino child) {
-      (void)fuse_lowlevel_notify_delete(se, parent, child, name.data(), name.size());
+      if (child == 0) {  // a new entry: any cached "no such name" goes, and the parent's attributes
+        (void)fuse_lowlevel_notify_inval_entry(se, parent, name.data(), name.size());
+        (void)fuse_lowlevel_notify_inval_inode(se, parent, -1, 0);
+      } else {
+        (void)fuse_lowlevel_notify_delete(se, parent, child, name.data(), name.size());
+      }
     });
   if (!se) {
     Status st = Status::Err(EINVAL, "cannot create FUSE session (bad mount options?)");

@@ -440,6 +440,13 @@ class Loader {
         max_slice_ = std::max(max_slice_, sl.id);
         slices.push_back(sl);
       }
+      std::unordered_set<uint64_t> counted;  // one reference per slice per chunk list
+      for (const auto& sl : slices)
+        if (sl.id != 0 && counted.insert(sl.id).second) {
+          auto& use = slice_lists_[sl.id];
+          use.first = sl.size;
+          use.second++;
+        }
       stats_->slices += slices.size();
       batch_bytes_ += slices.size() * 24;
       rec->chunks.emplace_back(c.at(0).get<uint32_t>(), std::move(slices));
@@ -540,6 +547,11 @@ class Loader {
       for (const auto& [dir, n] : p) names += n;
       if (names > 1) ops.push_back([ino, p](TreeWriter& w) { return w.PutParents(ino, p); });
     }
+    // Slices shared by clones (docs/format.md, "Clones"): their reference
+    // counts, from how many chunk lists hold each.
+    for (const auto& [id, use] : slice_lists_)
+      if (use.second > 1)
+        ops.push_back([id = id, size = use.first, n = use.second](TreeWriter& w) { return w.PutSliceRef(id, size, n - 1); });
     for (size_t from = 0; from < ops.size(); from += opts_.batch_records) {
       RETURN_IF_ERROR(meta_->WriteTree([&](TreeWriter& w) -> Status {
         for (size_t i = from; i < std::min(ops.size(), from + opts_.batch_records); ++i) RETURN_IF_ERROR(ops[i](w));
@@ -556,6 +568,8 @@ class Loader {
     uint32_t mode;
   };
 
+  // Slice id -> (size, chunk lists holding it).
+  std::unordered_map<uint64_t, std::pair<uint32_t, uint32_t>> slice_lists_;
   Meta* meta_;
   const LoadOptions& opts_;
   DumpStats* stats_;

@@ -60,6 +60,12 @@ std::string ParentKey(Ino ino, Ino parent) {
 std::string DirStatPrefix() { return "U"; }
 std::string DirStatKey(Ino dir) { return SidKey("U", dir); }
 std::string FlushMarkKey(uint64_t client) { return SidKey("V", client); }
+std::string SliceRefPrefix() { return "R"; }
+std::string SliceRefKey(uint64_t id, uint32_t size) {
+  std::string k = SidKey("R", id);
+  kv::AppendU32BE(&k, size);
+  return k;
+}
 std::string QuotaPrefix() { return "Q"; }
 std::string QuotaRecordKey(const QuotaKey& key) {
   std::string k = "Q";

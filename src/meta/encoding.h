@@ -44,6 +44,10 @@ std::string JobKey(std::string_view name);
 // Directory statistics: "U" ino8 -> EncodeDirStat.
 std::string DirStatPrefix();
 std::string DirStatKey(Ino dir);
+// Extra references of a slice shared by clones: "R" id8 size4 -> int64
+// (chunk lists holding it, minus one; absent: one list).
+std::string SliceRefPrefix();
+std::string SliceRefKey(uint64_t id, uint32_t size);
 // Quotas: "Q" kind1 id8 -> EncodeQuota.
 std::string QuotaPrefix();
 std::string QuotaRecordKey(const QuotaKey& key);

@@ -75,6 +75,10 @@ class FaultMeta final : public Meta {
     return inner_->GetDirStats(dirs, out);
   }
   Status FlushDirStats() override { return inner_->FlushDirStats(); }
+  Status Clone(const Context& ctx, Ino src, Ino parent, const std::string& name, uint32_t cumask, bool preserve,
+               Ino* ino, Attr* attr, uint64_t* entries) override {
+    return inner_->Clone(ctx, src, parent, name, cumask, preserve, ino, attr, entries);
+  }
   Status ListQuotas(std::vector<std::pair<QuotaKey, Quota>>* out) override { return inner_->ListQuotas(out); }
   Status SetQuota(const QuotaKey& key, const Quota& quota, bool with_usage) override {
     return inner_->SetQuota(key, quota, with_usage);

@@ -140,10 +140,21 @@ Status DeletePrefixTx(kv::Txn& tx, const std::string& prefix) {
   return Status::OK();
 }
 
-// Queues every real slice of a chunk list for object deletion.
+Status ReleaseSliceTx(kv::Txn& tx, uint64_t id, uint32_t size, int64_t not_before) {
+  const std::string ref = SliceRefKey(id, size);
+  auto v = tx.Get(ref);
+  if (!v.ok() && !v.status().not_found()) return v.status();
+  if (v.ok()) {  // another chunk list (a clone) still holds it
+    const int64_t extra = DecodeI64(*v) - 1;
+    return extra > 0 ? tx.Put(ref, EncodeI64(extra)) : tx.Delete(ref);
+  }
+  return tx.Put(not_before > 0 ? DelayedSliceKey(not_before, id, size) : SliceGcKey(id, size), "");
+}
+
 Status QueueSlicesTx(kv::Txn& tx, std::string_view chunk_value) {
+  std::unordered_set<uint64_t> done;
   for (const Slice& s : chunk::DecodeSlices(chunk_value))
-    if (s.id != 0) RETURN_IF_ERROR(tx.Put(SliceGcKey(s.id, s.size), ""));
+    if (s.id != 0 && done.insert(s.id).second) RETURN_IF_ERROR(ReleaseSliceTx(tx, s.id, s.size));
   return Status::OK();
 }
 
@@ -179,17 +190,22 @@ Status AppendSlicesTx(kv::Txn& tx, const std::string& key, std::string value, co
     std::unordered_set<uint64_t> visible;
     for (const Slice& v : chunk::BuildView(slices)) visible.insert(v.id);
     std::string kept;
-    bool dropped = false;
+    std::unordered_set<uint64_t> kept_ids;
+    std::vector<Slice> dropped;
     for (size_t i = 0; i < slices.size(); ++i) {
       const Slice& s = slices[i];
       if (i >= old_count || s.id == 0 || visible.count(s.id)) {
         chunk::AppendSlice(&kept, s);
+        kept_ids.insert(s.id);
       } else {
-        dropped = true;
-        RETURN_IF_ERROR(tx.Put(SliceGcKey(s.id, s.size), ""));
+        dropped.push_back(s);
       }
     }
-    if (dropped) value = std::move(kept);
+    // Released once per id, and only when no record of it stays (a retried
+    // commit appends the same slice again).
+    for (const Slice& s : dropped)
+      if (kept_ids.insert(s.id).second) RETURN_IF_ERROR(ReleaseSliceTx(tx, s.id, s.size));
+    if (!dropped.empty()) value = std::move(kept);
   }
   if (count) *count = uint32_t(value.size() / chunk::kSliceRecordSize);
   return tx.Put(key, value);
@@ -1097,10 +1113,15 @@ Status KvMeta::CompactChunk(Ino ino, uint32_t chunk_index, const std::vector<Sli
     std::string value;
     for (const Slice& s : replacement) chunk::AppendSlice(&value, s);
     for (size_t i = expected.size(); i < current.size(); ++i) chunk::AppendSlice(&value, current[i]);
+    std::unordered_set<uint64_t> released;
     for (const Slice& s : expected) {
       bool kept = std::any_of(replacement.begin(), replacement.end(), [&](const Slice& r) { return r.id == s.id; });
-      if (s.id != 0 && !kept)
-        RETURN_IF_ERROR(tx.Put(not_before > 0 ? DelayedSliceKey(not_before, s.id, s.size) : SliceGcKey(s.id, s.size), ""));
+      // Still in the list after the replaced part (a commit retried after
+      // compaction read the list): not released.
+      kept = kept || std::any_of(current.begin() + long(expected.size()), current.end(),
+                                 [&](const Slice& r) { return r.id == s.id; });
+      if (s.id != 0 && !kept && released.insert(s.id).second)
+        RETURN_IF_ERROR(ReleaseSliceTx(tx, s.id, s.size, not_before));
     }
     if (value.empty()) return tx.Delete(key);
     return tx.Put(key, value);

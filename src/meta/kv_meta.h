@@ -98,6 +98,8 @@ class KvMeta final : public Meta {
   Result<bool> IsEmpty() override;
   Status GetDirStats(const std::vector<Ino>& dirs, std::vector<DirStat>* out) override;
   Status FlushDirStats() override;
+  Status Clone(const Context& ctx, Ino src, Ino parent, const std::string& name, uint32_t cumask, bool preserve,
+               Ino* ino, Attr* attr, uint64_t* entries) override;
   Status ListQuotas(std::vector<std::pair<QuotaKey, Quota>>* out) override;
   Status SetQuota(const QuotaKey& key, const Quota& quota, bool with_usage) override;
   Status DeleteQuota(const QuotaKey& key) override;

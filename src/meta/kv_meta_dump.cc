@@ -135,6 +135,10 @@ class KvTreeWriter final : public TreeWriter {
     for (const auto& [dir, n] : parents) records_[ParentKey(ino, dir)] = EncodeI64(n);
     return Status::OK();
   }
+  Status PutSliceRef(uint64_t id, uint32_t size, int64_t extra) override {
+    records_[SliceRefKey(id, size)] = EncodeI64(extra);
+    return Status::OK();
+  }
   Status Flush(kv::Txn& tx) {
     for (const auto& p : clear_prefixes_) RETURN_IF_ERROR(DeletePrefixTx(tx, p));
     clear_prefixes_.clear();

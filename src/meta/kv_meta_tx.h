@@ -30,7 +30,13 @@ Status EntriesPageTx(kv::Txn& tx, Ino dir, const std::string& after, size_t limi
                      bool* more, bool strict);
 Status IncrTx(kv::Txn& tx, const char* name, int64_t delta);
 Status DeletePrefixTx(kv::Txn& tx, const std::string& prefix);
-// Queues every real slice of a chunk list for object deletion.
+// A chunk list no longer holds slice (id, size): one reference fewer if
+// clones share it (docs/format.md §4), else its objects are queued for
+// deletion (not before `not_before`, unix seconds, when not 0). Callers
+// release each slice id once per chunk list, however many records of it
+// the list held.
+Status ReleaseSliceTx(kv::Txn& tx, uint64_t id, uint32_t size, int64_t not_before = 0);
+// Releases every real slice of a chunk list (each id once).
 Status QueueSlicesTx(kv::Txn& tx, std::string_view chunk_value);
 // Every inode's attributes and every directory entry (fsck); records it
 // cannot decode become problems.

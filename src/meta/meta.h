@@ -226,6 +226,8 @@ class TreeWriter {
   // (empty: the record goes).
   virtual Status PutDirStat(Ino dir, const DirStat& stat) = 0;
   virtual Status PutParents(Ino ino, const ParentCounts& parents) = 0;
+  // A slice held by `extra` more chunk lists than one (clones).
+  virtual Status PutSliceRef(uint64_t id, uint32_t size, int64_t extra) = 0;
 };
 
 class Meta {
@@ -389,6 +391,22 @@ class Meta {
   // calls it about once a second; unmount, Check and Repair too). Engines
   // that update the statistics inside each operation have nothing to flush.
   virtual Status FlushDirStats() { return Status::OK(); }
+
+  // ---- clone (tessera clone) ----
+  // Copies `src` (a file, symlink, special file or a directory tree) to
+  // parent/name by metadata only: the copies share the originals' slices,
+  // reference-counted (docs/format.md, "Clones"), so no data is copied and
+  // writing or removing either side never changes the other. One
+  // transaction (one function call in Redis): the copy appears whole or not
+  // at all. ctx needs read permission on what it copies (and search on
+  // directories) and write+search on parent; with `preserve` the copies keep
+  // owner, mode and times (owner: root only, else EPERM), else they belong
+  // to ctx, with mode & ~cumask and the current time. Hard links inside a
+  // tree become separate files; the trash is not copied. EINVAL for a
+  // directory into itself; E2BIG past kMaxCloneEntries entries.
+  static constexpr uint64_t kMaxCloneEntries = 100000;
+  virtual Status Clone(const Context& ctx, Ino src, Ino parent, const std::string& name, uint32_t cumask,
+                       bool preserve, Ino* ino, Attr* attr, uint64_t* entries) = 0;
 
   // ---- quotas ----
   virtual Status ListQuotas(std::vector<std::pair<QuotaKey, Quota>>* out) = 0;

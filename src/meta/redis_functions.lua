@@ -25,6 +25,8 @@
 --   o<client>.<n>             the last operation record of a connection (see `wrap`)
 --   u<dir>                    hash: directory statistics l (length), s (space), i (entries)
 --   p<ino>                    hash: parent dir -> names there, of a file with several names
+--   slicerefs                 hash "<id>_<size>" -> extra chunk lists holding a slice (clones)
+--   Q<kind>_<id> / quotas     hash: a quota's limits and usage / set of the quotas
 --
 -- Calling convention: every function returns an array whose first element is
 -- 0 on success followed by results, or an errno alone. A function that
@@ -226,12 +228,27 @@ end
 
 -- ---------------------------------------------------------------- data records
 
-local function queue_slice(id, size) redis.call('ZADD', 'delslices', 0, string.format('%d_%d', id, size)) end
+-- A chunk list no longer holds slice (id, size): one reference fewer if
+-- clones share it, else its objects are queued for deletion (not before
+-- not_before). Called once per id per chunk list.
+local function queue_slice(id, size, not_before)
+  local f = string.format('%d_%d', id, size)
+  local r = redis.call('HGET', 'slicerefs', f)
+  if r then
+    if tonumber(r) <= 1 then redis.call('HDEL', 'slicerefs', f) else redis.call('HINCRBY', 'slicerefs', f, -1) end
+    return
+  end
+  redis.call('ZADD', 'delslices', not_before or 0, f)
+end
 
 local function queue_slices(v)
+  local seen = {}
   for p = 1, #v - 23, 24 do
     local _, id, size = struct.unpack(SLICE, v, p)
-    if id ~= 0 then queue_slice(id, size) end
+    if id ~= 0 and not seen[id] then
+      seen[id] = true
+      queue_slice(id, size)
+    end
   end
 end
 
@@ -840,10 +857,15 @@ local function compact(args)
     local _, id = struct.unpack(SLICE, replacement, p)
     kept[id] = true
   end
+  for p = #expected + 1, #v - 23, 24 do -- still in the list after the replaced part
+    local _, id = struct.unpack(SLICE, v, p)
+    kept[id] = true
+  end
   for p = 1, #expected - 23, 24 do
     local _, id, size = struct.unpack(SLICE, expected, p)
     if id ~= 0 and not kept[id] then
-      redis.call('ZADD', 'delslices', not_before, string.format('%d_%d', id, size))
+      kept[id] = true -- once per id
+      queue_slice(id, size, not_before)
     end
   end
   local nv = replacement .. string.sub(v, #expected + 1)
@@ -1126,6 +1148,98 @@ local function dir_stats(args)
   return { 0, out }
 end
 
+-- Copies SRC to PARENT/NAME by metadata only (meta.h, Meta::Clone): the
+-- copies' chunk lists name the same slices, each one more reference in
+-- 'slicerefs'. Checks everything before the first write.
+-- args: ctx(3) now(2) src parent name cumask preserve capacity inode_limit max
+-- { 0, first_ino, attr, entries }
+local function clone(args)
+  local c, now = context(args, 1), now_of(args, 4)
+  local src, parent, name = tonumber(args[6]), tonumber(args[7]), args[8]
+  local cumask, preserve = tonumber(args[9]), args[10] == '1'
+  local capacity, inode_limit, max = tonumber(args[11]), tonumber(args[12]), tonumber(args[13])
+  local p = writable_dir(c, parent)
+  if get_entry(parent, name) then fail(EEXIST) end
+  local items = { { src = src, parent = 0, name = name, attr = must_attr(src), subdirs = 0 } }
+  if is_dir(items[1].attr) then -- not into itself
+    local q = parent
+    for _ = 1, 100000 do
+      if q == src then fail(EINVAL) end
+      if q == ROOT then break end
+      q = must_attr(q).parent
+    end
+  end
+  local i = 1
+  while i <= #items do
+    local it = items[i]
+    local a = it.attr
+    if not is_symlink(a) then require_permission(c, a, is_dir(a) and R_OK + X_OK or R_OK) end
+    if is_dir(a) then
+      local d = redis.call('HGETALL', key('d', it.src))
+      for j = 1, #d, 2 do
+        local _, cino = struct.unpack('>BI8', d[j + 1])
+        if cino < TRASH then
+          if #items >= max then fail(E2BIG) end
+          local ca = must_attr(cino)
+          if is_dir(ca) then it.subdirs = it.subdirs + 1 end
+          items[#items + 1] = { src = cino, parent = i, name = d[j], attr = ca, subdirs = 0 }
+        end
+      end
+    end
+    i = i + 1
+  end
+  local space = 0
+  for _, it in ipairs(items) do
+    if is_file(it.attr) then space = space + align4k(it.attr.length) end
+  end
+  if capacity > 0 and space > 0 and counter('usedSpace') + space > capacity then fail(ENOSPC) end
+  if inode_limit > 0 and counter('totalInodes') + #items > inode_limit then fail(ENOSPC) end
+  local first = redis.call('INCRBY', 'nextInode', #items) - #items + 1
+  for k, it in ipairs(items) do
+    local nino = first + k - 1
+    local np = it.parent == 0 and parent or first + it.parent - 1
+    local a = it.attr
+    a.parent = np
+    a.nlink = is_dir(a) and 2 + it.subdirs or 1
+    set_ctime(a, now)
+    if not preserve then
+      a.uid, a.gid = c.uid, c.gid
+      if not is_symlink(a) then
+        a.mode = band(a.mode, S_IFMT) + band(band(a.mode, 4095), bnot(bor(cumask, S_ISUID + S_ISGID)))
+      end
+      a.asec, a.ansec, a.msec, a.mnsec = now[1], now[2], now[1], now[2]
+    end
+    put_attr(nino, a)
+    put_entry(np, it.name, nino, a.mode)
+    charge_entry(np, a, 1)
+    if is_symlink(a) then redis.call('SET', key('s', nino), redis.call('GET', key('s', it.src)) or '') end
+    local x = redis.call('HGETALL', key('x', it.src))
+    for j = 1, #x, 2 do redis.call('HSET', key('x', nino), x[j], x[j + 1]) end
+    for _, s in ipairs(redis.call('ZRANGE', key('k', it.src), 0, -1)) do
+      local idx = tonumber(s)
+      local v = redis.call('GET', chunk_key(it.src, idx))
+      if v then
+        redis.call('SET', chunk_key(nino, idx), v)
+        redis.call('ZADD', key('k', nino), idx, idx)
+        local seen = {}
+        for pos = 1, #v - 23, 24 do
+          local _, id, size = struct.unpack(SLICE, v, pos)
+          if id ~= 0 and not seen[id] then
+            seen[id] = true
+            redis.call('HINCRBY', 'slicerefs', string.format('%d_%d', id, size), 1)
+          end
+        end
+      end
+    end
+  end
+  if is_dir(items[1].attr) then p.nlink = p.nlink + 1 end
+  set_mtime(p, now)
+  put_attr(parent, p)
+  incr('totalInodes', #items)
+  incr('usedSpace', space)
+  return { 0, first, redis.call('GET', key('i', first)), #items }
+end
+
 -- Quotas (meta.h, docs/format.md "Quotas"): hash 'Q<kind>_<id>' with
 -- ms, mi (limits), us, ui (usage); set 'quotas' names them.
 -- quota_set KIND ID MS MI US UI WITH_USAGE
@@ -1206,6 +1320,7 @@ local function load(args)
       redis.call('DEL', k)
       for j = 1, n do redis.call('HSET', k, args[i + 1 + 2 * j], args[i + 2 + 2 * j]) end
       i = i + 3 + 2 * n
+    elseif t == 'r' then redis.call('HSET', 'slicerefs', args[i + 1], args[i + 2]); i = i + 3
     else fail(EINVAL) end
   end
   return { 0 }
@@ -1278,6 +1393,7 @@ register('reclaim', reclaim)
 register('dump_inodes', dump_inodes, true)
 register('load', load)
 register('dir_stats', dir_stats, true)
+register('clone', clone)
 register('quota_set', quota_set)
 register('quota_delete', quota_delete)
 register('quota_add', quota_add)

@@ -343,6 +343,21 @@ Status RedisMeta::Mknod(const Context& ctx, Ino parent, const std::string& name,
   return DecodeAttr(r.at(1).str(), attr);
 }
 
+Status RedisMeta::Clone(const Context& ctx, Ino src, Ino parent, const std::string& name, uint32_t cumask,
+                        bool preserve, Ino* ino, Attr* attr, uint64_t* entries) {
+  if (name.empty() || name.size() > kMaxName) return Status::Err(name.empty() ? EINVAL : ENAMETOOLONG);
+  if (name == "." || name == ".." || name.find('/') != std::string::npos) return Status::Err(EINVAL);
+  if (IsTrashIno(src) || IsTrashIno(parent)) return Status::Err(EPERM, "the trash cannot be cloned or cloned into");
+  if (preserve && !ctx.IsRoot()) return Status::Err(EPERM, "only root may keep the owners (--preserve)");
+  Args a;
+  a.Ctx(ctx).Time(Now()).Num(src).Num(parent).Str(name).Num(cumask).Str(preserve ? "1" : "0").Num(limits_.Capacity())
+      .Num(limits_.Inodes()).Num(kMaxCloneEntries);
+  ASSIGN_OR_RETURN(auto r, Fcall(kOpMknod, "clone", a.views()));
+  *ino = Ino(r.at(1).integer());
+  if (entries) *entries = uint64_t(r.at(3).integer());
+  return DecodeAttr(r.at(2).str(), attr);
+}
+
 std::string RedisMeta::TrashArg(const Context& ctx, const Timespec& now) const {
   return limits_.TrashDays() == 0 || ctx.no_trash ? std::string() : TrashHourName(now.sec);
 }
@@ -684,6 +699,10 @@ class RedisTreeWriter final : public TreeWriter {
   Status PutParents(Ino ino, const ParentCounts& parents) override {
     args_.Str("p").Num(ino).Num(parents.size());
     for (const auto& [dir, n] : parents) args_.Num(dir).Num(n);
+    return Status::OK();
+  }
+  Status PutSliceRef(uint64_t id, uint32_t size, int64_t extra) override {
+    args_.Str("r").Own(std::to_string(id) + "_" + std::to_string(size)).Own(std::to_string(extra));
     return Status::OK();
   }
   const std::vector<std::string_view>& views() const { return args_.views(); }

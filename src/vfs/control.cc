@@ -180,6 +180,10 @@ void ControlServer::Serve(int fd) {
     Warmup(fd, *ctx, req);
     return;
   }
+  if (op == "clone") {
+    Clone(fd, *ctx, req);
+    return;
+  }
   if (op != "rmr") {
     WriteLine(fd, Error(Status::Err(EINVAL, "unknown control operation '" + op + "'")));
     return;
@@ -206,6 +210,35 @@ void ControlServer::Serve(int fd) {
   LOG_INFO("rmr {}: {} files, {} directories removed in {:.1f} s{}", path, done.files, done.dirs, secs,
            st.ok() ? "" : "; " + st.ToString());
   Finish(fd, st, Json{{"files", done.files}, {"dirs", done.dirs}, {"failed", done.failed}, {"seconds", secs}});
+}
+
+void ControlServer::Clone(int fd, const Context& ctx, const nlohmann::json& req) {
+  const std::string src = req.value("src", ""), dst_dir = req.value("dst_dir", ""), name = req.value("name", "");
+  const bool preserve = req.value("preserve", false);
+  const uint32_t umask = req.value("umask", 022u) & 0777;
+  Ino sparent = 0, sino = 0, dparent = 0, dino = 0;
+  std::string sname, dname;
+  Attr sattr, dattr;
+  Status st = vfs_->Resolve(ctx, src, &sparent, &sname, &sino, &sattr);
+  if (!st.ok()) {
+    WriteLine(fd, Error(st.With(src.empty() ? "/" : src)));
+    return;
+  }
+  st = vfs_->Resolve(ctx, dst_dir, &dparent, &dname, &dino, &dattr);
+  if (st.ok() && !dattr.IsDir()) st = Status::Err(ENOTDIR);
+  if (!st.ok()) {
+    WriteLine(fd, Error(st.With(dst_dir.empty() ? "/" : dst_dir)));
+    return;
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  Ino ino = 0;
+  Attr attr;
+  uint64_t entries = 0;
+  st = vfs_->Clone(ctx, sino, dino, name, umask, preserve, &ino, &attr, &entries);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  LOG_INFO("clone {} -> {}/{} for uid {} pid {}: {} entries in {:.2f} s{}", src.empty() ? "/" : src, dst_dir, name,
+           ctx.uid, ctx.pid, entries, secs, st.ok() ? "" : "; " + st.ToString());
+  Finish(fd, st, Json{{"entries", entries}, {"ino", ino}, {"seconds", secs}});
 }
 
 void ControlServer::Warmup(int fd, const Context& ctx, const nlohmann::json& req) {

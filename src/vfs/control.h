@@ -51,6 +51,7 @@ class ControlServer {
  private:
   void AcceptLoop();
   void Serve(int fd);
+  void Clone(int fd, const Context& ctx, const nlohmann::json& req);
   void Warmup(int fd, const Context& ctx, const nlohmann::json& req);
 
   Vfs* const vfs_;

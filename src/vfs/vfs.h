@@ -156,6 +156,11 @@ class Vfs {
   };
   Status Warmup(const Context& ctx, Ino top, WarmupMode mode, int threads,
                 const std::function<bool(const WarmupProgress&)>& progress, WarmupProgress* out);
+  // `tessera clone` (clone.cc): copies `src` to parent/name by metadata
+  // only (meta::Meta::Clone), charging the quotas of the destination, and
+  // tells the kernel of the new entry. *entries: inodes made.
+  Status Clone(const Context& ctx, Ino src, Ino parent, const std::string& name, uint32_t umask, bool preserve,
+               Ino* ino, Attr* attr, uint64_t* entries);
   // The inode at `path` (relative to the root, '/'-separated; "" = the
   // root), looked up as ctx: search permission on every directory on the way.
   Status Resolve(const Context& ctx, const std::string& path, Ino* parent, std::string* name, Ino* ino, Attr* attr);

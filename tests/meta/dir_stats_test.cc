@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <map>
 #include <random>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -561,6 +562,194 @@ TEST_P(DirStatsTest, QuotaRecordsKeepLimitsAndAddUsageExactly) {
   ASSERT_OK(second->ListQuotas(&all));
   ASSERT_EQ(all.size(), 1u);
   EXPECT_EQ(all[0].first, dir);
+}
+
+
+// Clones (meta.h, Meta::Clone) on every engine: a tree copied by metadata
+// shares the source's slices; removing either side frees none of the
+// other's; the last copy frees them; compaction of a copy releases its
+// references without deleting what the other holds; statistics stay exact.
+class CloneTest : public DirStatsTest {
+ protected:
+  std::set<uint64_t> SliceIds(Ino ino) {
+    std::set<uint64_t> ids;
+    std::vector<uint32_t> chunks;
+    EXPECT_OK(m_->ListChunks(ino, 0, 1000, &chunks));
+    for (uint32_t c : chunks) {
+      std::vector<chunk::Slice> slices;
+      EXPECT_OK(m_->Read(ino, c, &slices));
+      for (const auto& s : slices)
+        if (s.id != 0) ids.insert(s.id);
+    }
+    return ids;
+  }
+  // Runs the background deletion a few rounds; returns the slices deleted.
+  std::set<uint64_t> Cleanup() {
+    std::set<uint64_t> deleted;
+    for (int round = 0; round < 5; ++round) {
+      auto n = m_->CleanupDeleted(
+          [&](uint64_t id, uint32_t) {
+            deleted.insert(id);
+            return Status::OK();
+          },
+          1000);
+      EXPECT_TRUE(n.ok()) << n.status().ToString();
+    }
+    return deleted;
+  }
+  Ino Find(Ino parent, const std::string& name) {
+    Ino ino = 0;
+    Attr attr;
+    EXPECT_OK(m_->Lookup(Context::Root(), parent, name, &ino, &attr));
+    return ino;
+  }
+  void RemoveTree(Ino parent, const std::string& name) {
+    Ino ino = Find(parent, name);
+    Attr attr;
+    ASSERT_OK(m_->GetAttr(Context::Root(), ino, &attr));
+    if (!attr.IsDir()) {
+      ASSERT_OK(m_->Unlink(Context::Root(), parent, name));
+      return;
+    }
+    std::vector<Entry> entries;
+    ASSERT_OK(m_->Readdir(Context::Root(), ino, false, &entries));
+    for (const auto& e : entries) RemoveTree(ino, e.name);
+    ASSERT_OK(m_->Rmdir(Context::Root(), parent, name));
+  }
+};
+
+INSTANTIATE_TEST_SUITE_P(Engines, CloneTest, ::testing::Values("memory", "sqlite3", "postgres", "redis"),
+                         [](const ::testing::TestParamInfo<std::string>& p) { return p.param; });
+
+TEST_P(CloneTest, SharesSlicesUntilTheLastCopyGoes) {
+  const Ino a = Make(kRootIno, "a", S_IFDIR | 0755);
+  const Ino sub = Make(a, "sub", S_IFDIR | 0750);
+  const Ino f = Make(a, "f", S_IFREG | 0644);
+  WriteAt(f, 0, 100000);
+  WriteAt(f, 50000, 1000);  // a second slice over the first, same chunk
+  WriteAt(f, chunk::kChunkSize + 10, 5000);
+  const Ino g = Make(sub, "g", S_IFREG | 0600);
+  WriteAt(g, 0, 4096);
+  Make(a, "l", S_IFLNK | 0777, nullptr, "f");
+  ASSERT_OK(m_->SetXattr(Context::Root(), f, "user.k", "v", 0));
+  std::set<uint64_t> source = SliceIds(f);
+  for (uint64_t id : SliceIds(g)) source.insert(id);
+  ASSERT_EQ(source.size(), 4u);
+
+  Ino b = 0;
+  Attr battr;
+  uint64_t n = 0;
+  ASSERT_OK(m_->Clone(Context::Root(), a, kRootIno, "b", 022, false, &b, &battr, &n));
+  EXPECT_EQ(n, 5u);
+  EXPECT_TRUE(battr.IsDir());
+  EXPECT_EQ(battr.nlink, 3u);
+  EXPECT_EQ(m_->Clone(Context::Root(), a, kRootIno, "b", 022, false, &b, &battr, &n).code(), EEXIST);
+  EXPECT_EQ(m_->Clone(Context::Root(), a, sub, "inside", 022, false, &b, &battr, &n).code(), EINVAL);
+  const Ino bf = Find(b, "f"), bg = Find(Find(b, "sub"), "g");
+  std::set<uint64_t> copy = SliceIds(bf);
+  for (uint64_t id : SliceIds(bg)) copy.insert(id);
+  EXPECT_EQ(copy, source) << "the copy does not name the same slices";
+  Attr fa, bfa;
+  ASSERT_OK(m_->GetAttr(Context::Root(), f, &fa));
+  ASSERT_OK(m_->GetAttr(Context::Root(), bf, &bfa));
+  EXPECT_EQ(bfa.length, fa.length);
+  std::string v, target;
+  ASSERT_OK(m_->GetXattr(Context::Root(), bf, "user.k", &v));
+  EXPECT_EQ(v, "v");
+  ASSERT_OK(m_->ReadLink(Context::Root(), Find(b, "l"), &target));
+  EXPECT_EQ(target, "f");
+  ASSERT_OK(m_->FlushDirStats());
+  EXPECT_EQ(Stat(b), Stat(a));
+  EXPECT_EQ(Stat(kRootIno), Walk(kRootIno));
+  ExpectClean();
+
+  // A write to the copy is its own; compaction of the copy replaces its
+  // slices with a new one and releases its references: only the slice the
+  // copy alone held is deleted.
+  WriteAt(bf, 0, 10);
+  std::set<uint64_t> own;
+  for (uint64_t x : SliceIds(bf))
+    if (!source.count(x)) own.insert(x);
+  ASSERT_EQ(own.size(), 1u);
+  std::vector<chunk::Slice> expected;
+  ASSERT_OK(m_->Read(bf, 0, &expected));
+  auto id = m_->NewSliceId();
+  ASSERT_TRUE(id.ok());
+  ASSERT_OK(m_->CompactChunk(bf, 0, expected, {chunk::Slice{0, *id, 100000, 0, 100000}}));
+  EXPECT_EQ(Cleanup(), own) << "compacting the copy deleted shared slices";
+  EXPECT_EQ(SliceIds(f).size(), 3u);
+
+  // The source goes: only what nobody else holds is deleted (f's first
+  // chunk, which the copy no longer names after its compaction).
+  RemoveTree(kRootIno, "a");
+  std::set<uint64_t> deleted = Cleanup();
+  std::set<uint64_t> still = SliceIds(bf);
+  for (uint64_t x : SliceIds(bg)) still.insert(x);
+  for (uint64_t x : still) EXPECT_EQ(deleted.count(x), 0u) << "slice " << x << " of the copy was deleted";
+  EXPECT_EQ(deleted.size(), 2u);  // the two slices of f's first chunk
+  // The last copy goes: everything else.
+  RemoveTree(kRootIno, "b");
+  deleted = Cleanup();
+  EXPECT_EQ(deleted, still);
+  ASSERT_OK(m_->FlushDirStats());
+  ExpectClean();
+}
+
+TEST_P(CloneTest, ChecksPermissionsAndKeepsOwnersOnlyForRoot) {
+  Context user;
+  user.uid = 1000;
+  user.gid = 1000;
+  const Ino home = Make(kRootIno, "home", S_IFDIR | 0777);
+  const Ino locked = Make(kRootIno, "locked", S_IFDIR | 0755);
+  const Ino secret = Make(kRootIno, "secret", S_IFREG | 0600);
+  WriteAt(secret, 0, 100);
+  Ino ino = 0;
+  Attr attr;
+  EXPECT_EQ(m_->Clone(user, secret, home, "mine", 022, false, &ino, &attr, nullptr).code(), EACCES);
+  EXPECT_EQ(m_->Clone(user, home, locked, "x", 022, false, &ino, &attr, nullptr).code(), EACCES);
+  EXPECT_EQ(m_->Clone(user, home, home, "x", 022, true, &ino, &attr, nullptr).code(), EPERM);
+  const Ino pub = Make(kRootIno, "pub", S_IFREG | 0644);
+  ASSERT_OK(m_->Clone(user, pub, home, "mine", 077, false, &ino, &attr, nullptr));
+  EXPECT_EQ(attr.uid, 1000u);
+  EXPECT_EQ(attr.mode & 07777, 0600u);
+  ASSERT_OK(m_->Clone(Context::Root(), secret, home, "kept", 022, true, &ino, &attr, nullptr));
+  EXPECT_EQ(attr.uid, 0u);
+  EXPECT_EQ(attr.mode & 07777, 0600u);
+}
+
+
+// A dump of a volume with clones loads with the slices' reference counts:
+// removing the source in the loaded volume deletes nothing the copy holds.
+TEST_P(CloneTest, LoadKeepsTheSharing) {
+  const Ino f = Make(kRootIno, "f", S_IFREG | 0644);
+  WriteAt(f, 0, 5000);
+  WriteAt(f, chunk::kChunkSize, 5000);
+  Ino c = 0;
+  Attr attr;
+  ASSERT_OK(m_->Clone(Context::Root(), f, kRootIno, "copy", 022, false, &c, &attr, nullptr));
+  std::vector<std::string> lines;
+  DumpStats stats;
+  ASSERT_OK(Dump(m_.get(), DumpOptions{}, [&](std::string_view l) {
+    lines.emplace_back(l);
+    return Status::OK();
+  }, &stats));
+  m_ = OpenClient(FreshUrl(7));
+  ASSERT_NE(m_, nullptr);
+  size_t next = 0;
+  Format format;
+  ASSERT_OK(Load(m_.get(), LoadOptions{}, [&](std::string* line) -> Result<bool> {
+    if (next == lines.size()) return false;
+    *line = lines[next++];
+    return true;
+  }, &stats, &format));
+  ASSERT_TRUE(m_->Load().ok());
+  ASSERT_OK(m_->NewSession(SessionInfo{}));
+  const std::set<uint64_t> shared = SliceIds(f);
+  ASSERT_EQ(shared.size(), 2u);
+  ASSERT_OK(m_->Unlink(Context::Root(), kRootIno, "f"));
+  EXPECT_TRUE(Cleanup().empty()) << "the loaded volume deleted the copy's slices";
+  ASSERT_OK(m_->Unlink(Context::Root(), kRootIno, "copy"));
+  EXPECT_EQ(Cleanup(), shared);
 }
 
 }  // namespace
