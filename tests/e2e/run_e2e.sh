@@ -3,7 +3,7 @@
 # chunk/block boundaries are crossed often).
 # Usage: run_e2e.sh TESSERA_BINARY E2E_BIN_DIR [SUITE...]
 # Suites: posix fsx compact concurrency persist build twomounts crash fsck
-#         faults sessions redis-restart writeback fullbucket gc trash stats rmr warmup quota (default: the first nine).
+#         faults sessions redis-restart writeback fullbucket gc trash stats rmr warmup quota clone (default: the first nine).
 # The volume's engine and storage (the servers come from tests/tools/with-*.sh):
 #   TESSERA_E2E_META=sqlite (default) | redis ($TESSERA_TEST_REDIS_URL) | postgres ($TESSERA_TEST_PG_URL)
 #   TESSERA_E2E_STORAGE=file (default) | s3 ($TESSERA_TEST_S3_ENDPOINT, AWS_* credentials)
@@ -407,6 +407,9 @@ PY
     ;;
   rmr)
     . "$(dirname "$0")/rmr_suite.sh"  # tessera rmr through the control channel, trash off and on
+    ;;
+  clone)
+    . "$(dirname "$0")/clone_suite.sh"  # tessera clone: no data copied, copies independent, reclaimed with the last
     ;;
   quota)
     . "$(dirname "$0")/quota_suite.sh"  # directory and user quotas: EDQUOT, df, nested, two mounts, check --repair
