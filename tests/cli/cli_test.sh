@@ -93,6 +93,20 @@ expect_ok "info" bash -c "'$T' info '$MNT/f' | grep -q 'chunk 0: 1 slice'"
 expect_fail "info outside a mount" "not inside" "$T" info "$W/file"
 expect_ok "status shows the heartbeat as a time" bash -c "'$T' status 'sqlite3://$W/m.db' | grep -qE '\"Heartbeat\": \"20[0-9-]+T[0-9:]+Z\"'"
 expect_ok "status marks live sessions fresh" bash -c "'$T' status 'sqlite3://$W/m.db' | grep -q '\"Stale\": false'"
+# quota and clone: bad input
+expect_fail "quota: unknown action" "ACTION|set, get|not in" "$T" quota frob "sqlite3://$W/m.db"
+expect_fail "quota set without a target" "needs .*path" "$T" quota set "sqlite3://$W/m.db" --inodes 5
+expect_fail "quota set without a limit" "capacity" "$T" quota set "sqlite3://$W/m.db" --uid 5
+expect_fail "quota with two targets" "one of" "$T" quota get "sqlite3://$W/m.db" --uid 5 --gid 5
+expect_fail "quota on a missing path" "no such file" "$T" quota set "sqlite3://$W/m.db" --path /nope --inodes 5
+expect_fail "quota on a file" "not a directory" "$T" quota set "sqlite3://$W/m.db" --path /f --inodes 5
+expect_fail "quota get of none" "no quota" "$T" quota get "sqlite3://$W/m.db" --uid 4242
+expect_fail "quota on a missing volume" "no volume|format" "$T" quota list "sqlite3://$W/none.db"
+expect_fail "clone of a missing source" "no such file" "$T" clone "$MNT/nope" "$MNT/x"
+expect_fail "clone onto an existing name" "already exists" "$T" clone "$MNT/f" "$MNT/f"
+expect_fail "clone out of the mount" "not inside a Tessera mount|same mount" "$T" clone "$MNT/f" "$W/x"
+expect_ok "clone" "$T" clone "$MNT/f" "$MNT/f-clone"
+expect_ok "the clone reads the same" cmp "$MNT/f" "$MNT/f-clone"
 expect_ok "status is valid JSON" bash -c "'$T' status 'sqlite3://$W/m.db' | python3 -m json.tool >/dev/null"
 # A busy mount names who keeps it busy; a client started from inside a mount
 # (its current directory there) must not keep that mount busy.
