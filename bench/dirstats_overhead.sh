@@ -6,7 +6,11 @@
 # them (AFTER), alternating rounds in one run, on SQLite and on Redis (a
 # private redis-server, tests/tools/with-redis.sh).
 #
-# usage: bench/dirstats_overhead.sh BEFORE AFTER [--rounds 3] [--engines "sqlite redis"] [--shape "-b 6 -z 4 -I 8"]
+# With --quotas the AFTER runs have a directory quota on the root and a user
+# quota on uid 0 (limits far away): every operation is charged to both. Give
+# the same binary twice to measure quotas alone.
+#
+# usage: bench/dirstats_overhead.sh BEFORE AFTER [--rounds 3] [--engines "sqlite redis"] [--shape "-b 6 -z 4 -I 8"] [--quotas]
 # Prints a markdown table of the median rates (ops/s) and AFTER/BEFORE.
 set -euo pipefail
 BENCH=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -16,17 +20,19 @@ BEFORE=$(realpath "$1"); AFTER=$(realpath "$2"); shift 2
 ROUNDS=3
 ENGINES="sqlite redis"
 SHAPE="-b 6 -z 4 -I 8"
+QUOTAS=0
 while [ $# -gt 0 ]; do
   case $1 in
     --rounds) ROUNDS=$2; shift 2 ;;
     --engines) ENGINES=$2; shift 2 ;;
     --shape) SHAPE=$2; shift 2 ;;
+    --quotas) QUOTAS=1; shift ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
 if [[ " $ENGINES " == *" redis "* ]] && [ -z "${TESSERA_TEST_REDIS_URL:-}" ]; then
   exec bash "$REPO/tests/tools/with-redis.sh" bash "$0" "$BEFORE" "$AFTER" --rounds "$ROUNDS" --engines "$ENGINES" \
-    --shape "$SHAPE"
+    --shape "$SHAPE" $([ "$QUOTAS" = 1 ] && echo --quotas)
 fi
 WORK=$(mktemp -d /var/tmp/tessera-dsbench.XXXXXX)
 cleanup() {
@@ -37,14 +43,18 @@ trap cleanup EXIT
 gcc -O2 -Wall "$BENCH/mdbench.c" -o "$WORK/mdbench"
 mkdir -p "$WORK/mnt"
 
-run_one() {  # BINARY ENGINE -> mdbench result lines in $WORK/out
-  local t=$1 engine=$2 meta
+run_one() {  # BINARY ENGINE QUOTAS -> mdbench result lines in $WORK/out
+  local t=$1 engine=$2 quotas=$3 meta
   rm -rf "$WORK/bucket" "$WORK/meta.db"*
   case $engine in
     sqlite) meta="sqlite3://$WORK/meta.db" ;;
     redis) meta=$TESSERA_TEST_REDIS_URL; redis-cli -u "$meta" FLUSHALL >/dev/null ;;
   esac
   "$t" format "$meta" dsbench --bucket "$WORK/bucket" --trash-days 0 >/dev/null
+  if [ "$quotas" = 1 ]; then
+    "$t" quota set "$meta" --path / --capacity 1000 --inodes 1000000000 >/dev/null
+    "$t" quota set "$meta" --uid 0 --capacity 1000 --inodes 1000000000 >/dev/null
+  fi
   "$t" mount "$meta" "$WORK/mnt" -d --log "$WORK/mount.log" >/dev/null 2>&1
   # shellcheck disable=SC2086
   "$WORK/mdbench" -d "$WORK/mnt/md" $SHAPE >"$WORK/out"
@@ -56,7 +66,8 @@ for engine in $ENGINES; do
   for round in $(seq "$ROUNDS"); do
     for which in before after; do
       bin=$BEFORE; [ "$which" = after ] && bin=$AFTER
-      run_one "$bin" "$engine"
+      q=0; [ "$which" = after ] && q=$QUOTAS
+      run_one "$bin" "$engine" "$q"
       for p in $phases; do
         r=$(awk -v p="phase=$p" '$1 == "result" && index($0, p " ") {sub(/.*ops_per_sec=/, ""); print; exit}' "$WORK/out")
         [ -n "$r" ] || { echo "no $p result from mdbench:" >&2; cat "$WORK/out" >&2; exit 1; }
@@ -67,7 +78,7 @@ for engine in $ENGINES; do
 done
 median() { tr ' ' '\n' | grep -v '^$' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 range() { tr ' ' '\n' | grep -v '^$' | sort -n | awk '{a[NR]=$1} END {printf "%.0f–%.0f", a[1], a[NR]}'; }
-echo "mdbench $SHAPE, 1 process; median of $ROUNDS alternating rounds; $(nproc) cores, $(date -u '+%F %H:%M') UTC."
+echo "mdbench $SHAPE, 1 process$([ "$QUOTAS" = 1 ] && echo "; after: with quotas on / and uid 0"); median of $ROUNDS alternating rounds; $(nproc) cores, $(date -u '+%F %H:%M') UTC."
 echo
 echo "| engine | phase | before ops/s (range) | after ops/s (range) | after/before (medians) |"
 echo "|---|---|---:|---:|---:|"

@@ -12,6 +12,7 @@
 #include "cli/bench_util.h"
 #include "cli/cli_util.h"
 #include "cli/commands.h"
+#include "cli/control_client.h"
 #include "cli/mount_state.h"
 #include "meta/summary.h"
 
@@ -31,18 +32,30 @@ std::string Size(int64_t bytes, bool raw) {
   return u == 0 ? fmt::format("{} B", bytes) : fmt::format("{:.1f} {}", v, kUnits[u]);
 }
 
-// The tree of `path` in its mount: the engine read through the mount's
-// META-URL (like `info`), the inode from the kernel.
+meta::SummaryNode FromJson(const nlohmann::json& j) {
+  meta::SummaryNode n;
+  n.name = j.value("name", "");
+  n.ino = j.value("ino", meta::Ino(0));
+  n.dir = j.value("dir", false);
+  n.usage = {j.value("length", int64_t(0)), j.value("space", int64_t(0)), j.value("files", int64_t(0)),
+             j.value("dirs", int64_t(0))};
+  if (j.contains("children"))
+    for (const auto& c : j["children"]) n.children.push_back(FromJson(c));
+  return n;
+}
+
+// The tree of `path`, summarised by the mount serving it (its control
+// channel, vfs/control.h): as the caller, with the permissions the path
+// needs, root or not.
 Result<meta::SummaryNode> SummaryOf(const std::string& path, const meta::SummaryOptions& opts) {
-  struct stat st;
-  if (lstat(path.c_str(), &st) != 0) return Status::Err(errno, path);
-  ASSIGN_OR_RETURN(MountState state, MountStateOf(path));
-  ASSIGN_OR_RETURN(auto m, OpenMeta(state.meta_url, /*must_exist=*/true));
-  ASSIGN_OR_RETURN(meta::Format f, m->Load());
-  (void)f;
-  meta::SummaryNode node;
-  RETURN_IF_ERROR(meta::Summarize(m.get(), st.st_ino, path, opts, &node).With(path));
-  return node;
+  std::string mount_point, rel;
+  RETURN_IF_ERROR(LocateInMount(path, &mount_point, &rel));
+  ASSIGN_OR_RETURN(auto done, ControlCall(mount_point, path,
+                                          nlohmann::json{{"op", "summary"}, {"path", rel}, {"name", path},
+                                                         {"depth", opts.depth}, {"entries", opts.entries}},
+                                          [](const nlohmann::json&) {}));
+  if (!done.contains("summary")) return Status::Err(EIO, "the mount answered no summary (an older client?)");
+  return FromJson(done["summary"]);
 }
 
 std::string RowName(const meta::SummaryNode& n, const std::string& prefix) {

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/log.h"
+#include "meta/summary.h"
 
 namespace tessera::vfs {
 
@@ -184,6 +185,10 @@ void ControlServer::Serve(int fd) {
     Clone(fd, *ctx, req);
     return;
   }
+  if (op == "summary") {
+    Summary(fd, *ctx, req);
+    return;
+  }
   if (op != "rmr") {
     WriteLine(fd, Error(Status::Err(EINVAL, "unknown control operation '" + op + "'")));
     return;
@@ -239,6 +244,40 @@ void ControlServer::Clone(int fd, const Context& ctx, const nlohmann::json& req)
   LOG_INFO("clone {} -> {}/{} for uid {} pid {}: {} entries in {:.2f} s{}", src.empty() ? "/" : src, dst_dir, name,
            ctx.uid, ctx.pid, entries, secs, st.ok() ? "" : "; " + st.ToString());
   Finish(fd, st, Json{{"entries", entries}, {"ino", ino}, {"seconds", secs}});
+}
+
+namespace {
+Json SummaryJson(const meta::SummaryNode& n) {
+  Json j = {{"name", n.name},          {"ino", n.ino},           {"dir", n.dir},
+            {"length", n.usage.length}, {"space", n.usage.space}, {"files", n.usage.files},
+            {"dirs", n.usage.dirs}};
+  if (!n.children.empty()) {
+    j["children"] = Json::array();
+    for (const auto& c : n.children) j["children"].push_back(SummaryJson(c));
+  }
+  return j;
+}
+}  // namespace
+
+void ControlServer::Summary(int fd, const Context& ctx, const nlohmann::json& req) {
+  const std::string path = req.value("path", "");
+  meta::SummaryOptions opts;
+  opts.depth = std::clamp(req.value("depth", 2), 0, 100);
+  opts.entries = std::clamp<size_t>(req.value("entries", size_t(10)), 1, 100000);
+  Ino parent = 0, ino = 0;
+  std::string name;
+  Attr attr;
+  Status st = vfs_->Resolve(ctx, path, &parent, &name, &ino, &attr);
+  // Like listing it: read permission on a directory (what is below is
+  // counted from the statistics, as du would need read on each).
+  if (st.ok() && attr.IsDir()) st = vfs_->Access(ctx, ino, R_OK);
+  meta::SummaryNode node;
+  if (st.ok()) st = meta::Summarize(vfs_->meta(), ino, req.value("name", name), opts, &node);
+  if (!st.ok()) {
+    WriteLine(fd, Error(st.With(path.empty() ? "/" : path)));
+    return;
+  }
+  Finish(fd, st, Json{{"summary", SummaryJson(node)}});
 }
 
 void ControlServer::Warmup(int fd, const Context& ctx, const nlohmann::json& req) {

@@ -1,5 +1,5 @@
-// The control channel of a mount: how `tessera rmr` (and later warmup,
-// clone...) asks the client that serves a path to do work inside its own
+// The control channel of a mount: how `tessera rmr`, warmup, clone and
+// summary ask the client that serves a path to do work inside its own
 // process, with its caches. A Unix stream socket per mount, next to the
 // mount's state file (cli/mount_state.h, ControlSocketPath), mode 0666 in a
 // directory others may traverse but not list. The caller is known by the
@@ -11,6 +11,9 @@
 //
 // Operations: {"op": "rmr", "path": P} (Vfs::RemoveTree), {"op": "warmup",
 // "path": P, "mode": "load"|"evict"|"check", "threads": N} (Vfs::Warmup),
+// {"op": "clone", "src": P, "dst_dir": D, "name": N, "preserve": B,
+// "umask": M} (Vfs::Clone), {"op": "summary", "path": P, "depth": N,
+// "entries": N} (meta::Summarize; read permission on a directory P),
 // {"op": "ping"}.
 //
 // Protocol: the client sends one request, a JSON object on one line
@@ -52,6 +55,7 @@ class ControlServer {
   void AcceptLoop();
   void Serve(int fd);
   void Clone(int fd, const Context& ctx, const nlohmann::json& req);
+  void Summary(int fd, const Context& ctx, const nlohmann::json& req);
   void Warmup(int fd, const Context& ctx, const nlohmann::json& req);
 
   Vfs* const vfs_;

@@ -59,6 +59,17 @@ out=$("$TESSERA" summary "$WORK/nope" 2>&1) && fail "summary of a missing path s
 case $out in *"No such file"*) ;; *) fail "unclear error for a missing path: $out" ;; esac
 out=$("$TESSERA" summary /tmp 2>&1) && fail "summary outside a mount succeeded"
 case $out in *"not inside a Tessera mount"*) ;; *) fail "unclear error outside a mount: $out" ;; esac
+# Through the mount's control channel, as the caller: a user may summarise
+# what they may read, and not a directory they may not.
+got=$(setpriv --reuid=65534 --regid=65534 --clear-groups "$TESSERA" summary "$s" --json --depth 0 |
+  python3 -c 'import json,sys; j=json.load(sys.stdin); print(j["dirs"], j["files"], j["length"], j["size"])') ||
+  fail "summary as a user failed"
+[ "$got" = "$(expect_tree "$s")" ] || fail "summary as a user: $got"
+mkdir -m 700 "$s/private"
+out=$(setpriv --reuid=65534 --regid=65534 --clear-groups "$TESSERA" summary "$s/private" 2>&1) &&
+  fail "a user summarised a directory they may not read"
+case $out in *"Permission denied"*) ;; *) fail "unclear refusal for a user: $out" ;; esac
+rmdir "$s/private"
 
 log "stats: a client killed before its flush; fsck --repair recomputes the statistics"
 # A flush can fall between the last change and the kill (a few ms of every
