@@ -54,6 +54,9 @@ Status KvMeta::Clone(const Context& ctx, Ino src, Ino parent, const std::string&
     for (size_t i = 0; i < items.size(); ++i) {
       const Attr& a = items[i].attr;
       if (!a.IsSymlink()) RETURN_IF_ERROR(CheckPermission(ctx, a, a.IsDir() ? R_OK | X_OK : R_OK));
+      // A device node of one's own would get round mknod's privilege check.
+      if (!ctx.IsRoot() && (S_ISCHR(a.mode) || S_ISBLK(a.mode)))
+        return Status::Err(EPERM, "only root may clone device nodes");
       if (!a.IsDir()) continue;
       std::string after;
       bool more = true;
@@ -119,6 +122,8 @@ Status KvMeta::Clone(const Context& ctx, Ino src, Ino parent, const std::string&
         const bool chunks = prefix.back() == 'C';
         const std::string to = chunks ? ChunkPrefix(new_ino) : XattrPrefix(new_ino);
         for (const auto& [suffix, value] : records) {
+          // Privileges do not pass to a copy the caller owns.
+          if (!chunks && !preserve && (suffix == "security.capability" || suffix.rfind("trusted.", 0) == 0)) continue;
           RETURN_IF_ERROR(tx.Put(to + suffix, value));
           if (!chunks) continue;
           std::unordered_set<uint64_t> counted;  // one reference per slice per chunk list

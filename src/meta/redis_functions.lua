@@ -1174,6 +1174,8 @@ local function clone(args)
     local it = items[i]
     local a = it.attr
     if not is_symlink(a) then require_permission(c, a, is_dir(a) and R_OK + X_OK or R_OK) end
+    local t = band(a.mode, S_IFMT)
+    if c.uid ~= 0 and (t == 8192 or t == 24576) then fail(EPERM) end -- device nodes: root only
     if is_dir(a) then
       local d = redis.call('HGETALL', key('d', it.src))
       for j = 1, #d, 2 do
@@ -1214,7 +1216,11 @@ local function clone(args)
     charge_entry(np, a, 1)
     if is_symlink(a) then redis.call('SET', key('s', nino), redis.call('GET', key('s', it.src)) or '') end
     local x = redis.call('HGETALL', key('x', it.src))
-    for j = 1, #x, 2 do redis.call('HSET', key('x', nino), x[j], x[j + 1]) end
+    for j = 1, #x, 2 do -- privileges do not pass to a copy the caller owns
+      if preserve or (x[j] ~= 'security.capability' and string.sub(x[j], 1, 8) ~= 'trusted.') then
+        redis.call('HSET', key('x', nino), x[j], x[j + 1])
+      end
+    end
     for _, s in ipairs(redis.call('ZRANGE', key('k', it.src), 0, -1)) do
       local idx = tonumber(s)
       local v = redis.call('GET', chunk_key(it.src, idx))
@@ -1281,7 +1287,7 @@ local function quota_list(args)
     if v[1] and sep then
       out[#out + 1] = tonumber(string.sub(m, 1, sep - 1))
       out[#out + 1] = string.sub(m, sep + 1)
-      for j = 1, 4 do out[#out + 1] = tonumber(v[j] or '0') end
+      for j = 1, 4 do out[#out + 1] = v[j] or '0' end -- as stored: exact past 2^53
     end
   end
   return { 0, out }

@@ -203,6 +203,11 @@ class FileData {
   ~FileData();
 
   meta::Ino ino() const { return ino_; }
+  // Quotas (vfs/quota.h): held while a write's growth is reserved and made,
+  // so that concurrent writes past EOF charge it once; and set when the
+  // file's last name went in this client (its later growth is no one's).
+  std::mutex quota_mu;
+  std::atomic<bool> quota_detached{false};
   int handles = 0;  // guarded by Vfs::table_mu_
   // A new open: forget cached chunk views and re-read the engine's length
   // (close-to-open consistency). Read under the file lock, so that it cannot

@@ -37,7 +37,6 @@ Status QuotaTracker::Sync() {
   Status st = meta_->AddQuotaUsage(send);
   std::vector<std::pair<QuotaKey, Quota>> loaded;
   Status lst = st.ok() ? meta_->ListQuotas(&loaded) : Status::OK();
-  static std::atomic<int> round{0};
   std::lock_guard<std::mutex> g(mu_);
   if (!st.ok()) {  // kept for the next sync (an unknown outcome may count twice; quota check --repair)
     for (const auto& [k, u] : inflight_) Add(&pending_, k, u.space, u.inodes);
@@ -47,14 +46,16 @@ Status QuotaTracker::Sync() {
   inflight_.clear();
   if (!lst.ok()) return lst;  // the old values stay, with what was sent missing until the next load
   quotas_.clear();
-  bool dir = false;
+  bool dir = false, owner = false;
   for (const auto& [k, q] : loaded) {
     quotas_[k] = q;
     dir = dir || k.kind == QuotaKind::kDir;
+    owner = owner || k.kind != QuotaKind::kDir;
   }
   active_.store(!quotas_.empty(), std::memory_order_relaxed);
   has_dir_.store(dir, std::memory_order_relaxed);
-  if (++round % kParentCacheSyncs == 0 || !dir) parents_.clear();
+  has_owner_.store(owner, std::memory_order_relaxed);
+  if (++syncs_ % kParentCacheSyncs == 0 || !dir) parents_.clear();
   return Status::OK();
 }
 

@@ -38,6 +38,7 @@ class QuotaTracker {
   // Does any quota exist (as of the last sync)?
   bool Active() const { return active_.load(std::memory_order_relaxed); }
   bool HasDirQuotas() const { return has_dir_.load(std::memory_order_relaxed); }
+  bool HasOwnerQuotas() const { return has_owner_.load(std::memory_order_relaxed); }
 
   // A change of (space, inodes) under directory `dir`, to something owned
   // by uid/gid. kDirs: charges the directory quotas above dir; kUser,
@@ -92,12 +93,14 @@ class QuotaTracker {
   meta::Meta* const meta_;
   std::atomic<bool> active_{false};
   std::atomic<bool> has_dir_{false};
+  std::atomic<bool> has_owner_{false};
   std::mutex sync_mu_;  // one Sync at a time
   mutable std::mutex mu_;
   std::map<meta::QuotaKey, meta::Quota> quotas_;         // guarded by mu_: as the engine had them
   std::map<meta::QuotaKey, meta::QuotaUsage> pending_;   // guarded by mu_: not sent yet
   std::map<meta::QuotaKey, meta::QuotaUsage> inflight_;  // guarded by mu_: being sent
   std::unordered_map<meta::Ino, meta::Ino> parents_;    // guarded by mu_: directory -> parent
+  uint64_t syncs_ = 0;                                   // guarded by mu_
 };
 
 }  // namespace tessera::vfs

@@ -317,6 +317,7 @@ Status Vfs::SetAttr(const Context& ctx, Ino ino, Handle* fh, uint32_t mask, cons
   Attr before;
   const bool chown = (mask & (meta::kSetUid | meta::kSetGid)) != 0;
   QuotaTracker::Change grow, move_to;
+  move_to.scope = 0;  // set only by a chown that changes an owner
   if (quotas_.Active() && (has_size || chown)) {
     RETURN_IF_ERROR(GetAttr(ctx, ino, &before));
     const int64_t space = before.IsFile() ? Space(before.length) : 0;
@@ -490,6 +491,8 @@ Result<size_t> Vfs::Write(const Context& ctx, Handle* fh, uint64_t off, const ch
   if (size > meta::kMaxFileSize || off > meta::kMaxFileSize - size) return Status::Err(EFBIG);
   RETURN_IF_ERROR(CheckSession(fh));
   int64_t charged = 0;
+  std::unique_lock<std::mutex> quota_lock(fh->file->quota_mu, std::defer_lock);
+  if (quotas_.Active()) quota_lock.lock();
   RETURN_IF_ERROR(ReserveGrowth(fh, off + size, &charged));
   if (Status st = Fenced(fh->file->Write(ctx, off, data, size)); !st.ok()) {
     quotas_.Charge({fh->parent, fh->uid, fh->gid, -charged, 0, QuotaTracker::kBoth});
@@ -543,6 +546,8 @@ Status Vfs::Fallocate(const Context& ctx, Handle* fh, int mode, uint64_t off, ui
   if ((fh->flags & O_ACCMODE) == O_RDONLY) return Status::Err(EBADF);
   RETURN_IF_ERROR(CheckSession(fh));
   int64_t charged = 0;
+  std::unique_lock<std::mutex> quota_lock(fh->file->quota_mu, std::defer_lock);
+  if (quotas_.Active()) quota_lock.lock();
   if (!(mode & FALLOC_FL_KEEP_SIZE) && off + len > off) RETURN_IF_ERROR(ReserveGrowth(fh, off + len, &charged));
   Status st = Fenced(fh->file->Fallocate(ctx, mode, off, len));
   if (!st.ok()) quotas_.Charge({fh->parent, fh->uid, fh->gid, -charged, 0, QuotaTracker::kBoth});

@@ -53,7 +53,7 @@ Status Vfs::StatFS(const Context& ctx, Ino ino, meta::StatFs* out) {
 
 Status Vfs::ReserveGrowth(Handle* fh, uint64_t end, int64_t* charged) {
   *charged = 0;
-  if (!quotas_.Active()) return Status::OK();
+  if (!quotas_.Active() || fh->file->quota_detached.load(std::memory_order_relaxed)) return Status::OK();
   const uint64_t length = fh->file->Length();
   if (end <= length) return Status::OK();
   const int64_t grow = Space(end) - Space(length);
@@ -97,6 +97,11 @@ Status Vfs::MknodCharged(const Context& ctx, Ino parent, const std::string& name
 
 Status Vfs::RemoveCharged(const Context& ctx, Ino parent, const std::string& name, bool dir) {
   if (!quotas_.Active()) return dir ? meta_->Rmdir(ctx, parent, name) : meta_->Unlink(ctx, parent, name);
+  if (dir && !quotas_.HasOwnerQuotas()) {  // an empty directory: one inode, no lookup needed
+    RETURN_IF_ERROR(meta_->Rmdir(ctx, parent, name));
+    quotas_.Charge({parent, 0, 0, 0, -1, QuotaTracker::kDirs});
+    return Status::OK();
+  }
   Ino ino = 0;
   Attr attr;
   meta::QuotaUsage u;
@@ -104,8 +109,10 @@ Status Vfs::RemoveCharged(const Context& ctx, Ino parent, const std::string& nam
   RETURN_IF_ERROR(dir ? meta_->Rmdir(ctx, parent, name) : meta_->Unlink(ctx, parent, name));
   if (!known) return Status::OK();  // raced with another change: quota check --repair
   quotas_.Charge({parent, attr.uid, attr.gid, -u.space, -1, QuotaTracker::kDirs});
-  if (dir || attr.nlink <= 1)  // the inode goes (or into the trash, which no quota covers)
+  if (dir || attr.nlink <= 1) {  // the inode goes (or into the trash, which no quota covers)
     quotas_.Charge({parent, attr.uid, attr.gid, -u.space, -1, QuotaTracker::kOwner});
+    if (auto f = FindFile(ino)) f->quota_detached.store(true, std::memory_order_relaxed);  // open, unlinked
+  }
   return Status::OK();
 }
 
@@ -115,6 +122,7 @@ Status Vfs::RenameWithQuotas(const Context& ctx, Ino parent, const std::string& 
   Attr a, b;
   RETURN_IF_ERROR(meta_->Lookup(ctx, parent, name, &ino, &a));
   const bool has_dst = meta_->Lookup(ctx, new_parent, new_name, &dst, &b).ok() && dst != ino;
+  if (has_dst && (flags & meta::kRenameNoReplace)) return Status::Err(EEXIST);
   const bool exchange = (flags & meta::kRenameExchange) != 0;
   std::vector<Ino> qa, qb;
   RETURN_IF_ERROR(quotas_.QuotaDirs(parent, &qa));

@@ -712,6 +712,17 @@ TEST_P(CloneTest, ChecksPermissionsAndKeepsOwnersOnlyForRoot) {
   ASSERT_OK(m_->Clone(user, pub, home, "mine", 077, false, &ino, &attr, nullptr));
   EXPECT_EQ(attr.uid, 1000u);
   EXPECT_EQ(attr.mode & 07777, 0600u);
+  // No privilege passes to a copy the caller owns: device nodes, capabilities.
+  Ino dev = 0;
+  ASSERT_OK(m_->Mknod(Context::Root(), kRootIno, "dev", S_IFCHR | 0666, 0, 0x0103, "", &dev, &attr));
+  EXPECT_EQ(m_->Clone(user, dev, home, "mydev", 022, false, &ino, &attr, nullptr).code(), EPERM);
+  ASSERT_OK(m_->SetXattr(Context::Root(), pub, "security.capability", "cap", 0));
+  ASSERT_OK(m_->SetXattr(Context::Root(), pub, "user.note", "n", 0));
+  ASSERT_OK(m_->Clone(user, pub, home, "mine2", 022, false, &ino, &attr, nullptr));
+  std::string v;
+  EXPECT_EQ(m_->GetXattr(Context::Root(), ino, "security.capability", &v).code(), ENODATA);
+  ASSERT_OK(m_->GetXattr(Context::Root(), ino, "user.note", &v));
+  EXPECT_EQ(v, "n");
   ASSERT_OK(m_->Clone(Context::Root(), secret, home, "kept", 022, true, &ino, &attr, nullptr));
   EXPECT_EQ(attr.uid, 0u);
   EXPECT_EQ(attr.mode & 07777, 0600u);

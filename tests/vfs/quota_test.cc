@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <map>
 #include <memory>
 #include <string>
 
@@ -211,6 +212,43 @@ TEST_F(QuotaTest, NestedQuotasAndUserQuotas) {
   owner.uid = 0;
   ASSERT_OK(a_.vfs->SetAttr(Context::Root(), u2, nullptr, meta::kSetUid, owner, false, 0, &attr));
   ASSERT_OK(Touch(a_, home, "u4", user));
+}
+
+
+// Usage stays exact through changes that move none: truncates, chmod,
+// utimes; and an open file whose last name went charges nothing after.
+TEST_F(QuotaTest, UsageDoesNotDriftThroughAttributeChangesAndUnlinkedFiles) {
+  const Ino q = Mkdir(a_, kRootIno, "q");
+  SetQuota({QuotaKind::kDir, q}, 1 << 30, 1000);
+  SetQuota({QuotaKind::kUser, 0}, 1 << 30, 1000000);
+  std::vector<std::pair<QuotaKey, Quota>> before;
+  ASSERT_OK(a_.meta->ListQuotas(&before));
+  ASSERT_OK(WriteFile(a_, q, "f", 0, 10000));
+  Ino f = 0;
+  Attr attr, in;
+  ASSERT_OK(a_.vfs->Lookup(Context::Root(), q, "f", &f, &attr));
+  in.mode = S_IFREG | 0600;
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_OK(a_.vfs->SetAttr(Context::Root(), f, nullptr, 0, Attr{}, true, 5000, &attr));
+    ASSERT_OK(a_.vfs->SetAttr(Context::Root(), f, nullptr, meta::kSetMode, in, false, 0, &attr));
+    ASSERT_OK(a_.vfs->SetAttr(Context::Root(), f, nullptr, meta::kSetMtimeNow, in, false, 0, &attr));
+  }
+  // Open, unlinked, then written: its growth is no one's.
+  Handle* fh = nullptr;
+  Ino g = 0;
+  ASSERT_OK(a_.vfs->Create(Context::Root(), q, "g", 0644, 0, O_RDWR, &fh, &g, &attr));
+  ASSERT_OK(a_.vfs->Unlink(Context::Root(), q, "g"));
+  std::string data(1 << 20, 'x');
+  ASSERT_TRUE(a_.vfs->Write(Context::Root(), fh, 0, data.data(), data.size()).ok());
+  ASSERT_OK(a_.vfs->Release(Context::Root(), fh));
+  SyncBoth();
+  std::vector<std::pair<QuotaKey, Quota>> after;
+  ASSERT_OK(a_.meta->ListQuotas(&after));
+  std::map<QuotaKey, Quota> b(before.begin(), before.end()), a(after.begin(), after.end());
+  for (const auto& k : {QuotaKey{QuotaKind::kDir, q}, QuotaKey{QuotaKind::kUser, 0}}) {
+    EXPECT_EQ(a[k].used_inodes - b[k].used_inodes, 1) << "kind " << int(k.kind);
+    EXPECT_EQ(a[k].used_space - b[k].used_space, 8192) << "kind " << int(k.kind);
+  }
 }
 
 }  // namespace
