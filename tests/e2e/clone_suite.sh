@@ -21,6 +21,7 @@ tree_files=5000
 if [ "$QUICK" = 1 ]; then big_mib=32; tree_files=1000; fi
 c=$MNT/clone
 mkdir -p "$c/tree"
+before_suite=$(wait_objects 1000000)  # objects of files other suites left (e2e_redis shares one volume)
 
 log "clone: a $big_mib MiB file, by metadata only"
 head -c $((big_mib << 20)) /dev/urandom >"$c/big"
@@ -80,5 +81,5 @@ case $out in *"quota"*) ;; *) fail "unclear refusal for the quota: $out" ;; esac
 
 log "clone: both copies removed: the objects are reclaimed"
 rm -rf "$c"
-left=$(wait_objects 0)
-[ "$left" = 0 ] || fail "$left objects left after removing every copy"
+left=$(wait_objects "$before_suite")
+[ "$left" -le "$before_suite" ] || fail "$((left - before_suite)) objects left after removing every copy"
