@@ -28,10 +28,7 @@ struct CloneItem {
 
 Status KvMeta::Clone(const Context& ctx, Ino src, Ino parent, const std::string& name, uint32_t cumask,
                      bool preserve, Ino* ino, Attr* attr, uint64_t* entries) {
-  if (name.empty() || name.size() > kMaxName) return Status::Err(name.empty() ? EINVAL : ENAMETOOLONG);
-  if (name == "." || name == ".." || name.find('/') != std::string::npos) return Status::Err(EINVAL);
-  if (IsTrashIno(src) || IsTrashIno(parent)) return Status::Err(EPERM, "the trash cannot be cloned or cloned into");
-  if (preserve && !ctx.IsRoot()) return Status::Err(EPERM, "only root may keep the owners (--preserve)");
+  RETURN_IF_ERROR(CheckCloneArgs(ctx, src, parent, name, preserve));
   const Timespec now = Now();
   return RunCharged([&](kv::Txn& tx, StatDeltas* deltas) {
     Attr pattr;

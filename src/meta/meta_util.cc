@@ -270,4 +270,12 @@ Result<uint64_t> IdPool::Next() {
   return next_++;
 }
 
+Status CheckCloneArgs(const Context& ctx, Ino src, Ino parent, const std::string& name, bool preserve) {
+  if (name.empty() || name.size() > kMaxName) return Status::Err(name.empty() ? EINVAL : ENAMETOOLONG);
+  if (name == "." || name == ".." || name.find('/') != std::string::npos) return Status::Err(EINVAL);
+  if (IsTrashIno(src) || IsTrashIno(parent)) return Status::Err(EPERM, "the trash cannot be cloned or cloned into");
+  if (preserve && !ctx.IsRoot()) return Status::Err(EPERM, "only root may keep the owners (--preserve)");
+  return Status::OK();
+}
+
 }  // namespace tessera::meta

@@ -32,6 +32,8 @@ Status ValidName(const std::string& name);
 // neither created (EEXIST) nor unlinked (EISDIR), as in Linux.
 bool IsDotName(const std::string& name);
 // Checks Mknod's arguments; *type receives the S_IFMT type (S_IFREG for 0).
+// Meta::Clone's checks before any engine work (both engines).
+Status CheckCloneArgs(const Context& ctx, Ino src, Ino parent, const std::string& name, bool preserve);
 Status CheckMknodArgs(const std::string& name, uint32_t mode, const std::string& target, uint32_t* type);
 Status CheckRenameArgs(const std::string& nsrc, const std::string& ndst, uint32_t flags);
 // Only root removes or renames /.trash itself (EPERM).

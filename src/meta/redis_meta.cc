@@ -345,10 +345,7 @@ Status RedisMeta::Mknod(const Context& ctx, Ino parent, const std::string& name,
 
 Status RedisMeta::Clone(const Context& ctx, Ino src, Ino parent, const std::string& name, uint32_t cumask,
                         bool preserve, Ino* ino, Attr* attr, uint64_t* entries) {
-  if (name.empty() || name.size() > kMaxName) return Status::Err(name.empty() ? EINVAL : ENAMETOOLONG);
-  if (name == "." || name == ".." || name.find('/') != std::string::npos) return Status::Err(EINVAL);
-  if (IsTrashIno(src) || IsTrashIno(parent)) return Status::Err(EPERM, "the trash cannot be cloned or cloned into");
-  if (preserve && !ctx.IsRoot()) return Status::Err(EPERM, "only root may keep the owners (--preserve)");
+  RETURN_IF_ERROR(CheckCloneArgs(ctx, src, parent, name, preserve));
   Args a;
   a.Ctx(ctx).Time(Now()).Num(src).Num(parent).Str(name).Num(cumask).Str(preserve ? "1" : "0").Num(limits_.Capacity())
       .Num(limits_.Inodes()).Num(kMaxCloneEntries);
