@@ -149,7 +149,11 @@ ChunkStore::ChunkStore(object::ObjectStore* store, StoreConfig config)
       mem_(config_.mem_cache_bytes > 0 ? std::make_unique<MemBlockCache>(config_.mem_cache_bytes) : nullptr),
       disk_(OpenDiskCache(config_)),
       whole_blocks_(mem_ || disk_ || config_.compression != Compression::kNone) {
-  if (!config_.writeback) return;
+  if (config_.writeback) OpenStaging();
+  metrics_ = metrics::Registry::Global().AddCollector([this](metrics::Emitter& e) { EmitMetrics(e); });
+}
+
+void ChunkStore::OpenStaging() {
   writeback_status_ = config_.Validate();
   if (!writeback_status_.ok()) return;
   StagingOptions opts;
@@ -173,7 +177,10 @@ ChunkStore::ChunkStore(object::ObjectStore* store, StoreConfig config)
   staging_ = std::move(staging).value();
 }
 
-ChunkStore::~ChunkStore() { staging_.reset(); }
+ChunkStore::~ChunkStore() {
+  metrics_ = {};  // no collection may read staging_ while it goes
+  staging_.reset();
+}
 
 std::unique_ptr<SliceWriter> ChunkStore::NewWriter(uint64_t id) {
   return std::make_unique<SliceWriterImpl>(this, config_.block_size, id);
@@ -479,6 +486,49 @@ ChunkStats ChunkStore::stats() const {
     s.staged_upload_failures = w.upload_failures;
   }
   return s;
+}
+
+void ChunkStore::EmitMetrics(metrics::Emitter& e) const {
+  const ChunkStats s = stats();
+  const metrics::Labels mem = {{"cache", "memory"}}, disk = {{"cache", "disk"}};
+  e.Counter("tessera_blockcache_hits_total", "Block reads served by a cache", mem, double(s.mem_hits));
+  e.Counter("tessera_blockcache_misses_total", "Block reads a cache could not serve", mem, double(s.mem_misses));
+  e.Gauge("tessera_blockcache_bytes", "Bytes held by a block cache", mem, double(s.mem_bytes));
+  e.Gauge("tessera_blockcache_blocks", "Blocks held by a block cache", mem, double(s.mem_blocks));
+  if (s.disk_enabled) {
+    e.Counter("tessera_blockcache_hits_total", "Block reads served by a cache", disk, double(s.disk_hits));
+    e.Counter("tessera_blockcache_misses_total", "Block reads a cache could not serve", disk, double(s.disk_misses));
+    e.Gauge("tessera_blockcache_bytes", "Bytes held by a block cache", disk, double(s.disk_bytes));
+    e.Gauge("tessera_blockcache_blocks", "Blocks held by a block cache", disk, double(s.disk_blocks));
+    e.Counter("tessera_blockcache_evictions_total", "Blocks evicted from the disk cache", disk,
+              double(s.disk_evictions));
+    e.Counter("tessera_blockcache_corrupt_total", "Corrupt disk cache files found (deleted and fetched again)", disk,
+              double(s.disk_corrupt));
+    e.Counter("tessera_blockcache_dropped_writes_total",
+              "Blocks not written to the disk cache: queue full, no room or a write error", disk,
+              double(s.disk_dropped_writes));
+  }
+  e.Counter("tessera_block_fetches_total", "Blocks fetched from the object store for reads", {},
+            double(s.store_gets));
+  e.Counter("tessera_block_fetch_bytes_total", "Object bytes fetched for reads (compressed size)", {},
+            double(s.store_get_bytes));
+  e.Counter("tessera_block_shared_fetches_total", "Misses served by another reader's fetch of the same block", {},
+            double(s.shared_fetches));
+  e.Counter("tessera_block_uploads_total", "Blocks uploaded to the object store", {}, double(s.store_puts));
+  e.Counter("tessera_block_upload_bytes_total", "Object bytes uploaded (compressed size)", {},
+            double(s.store_put_bytes));
+  e.Counter("tessera_prefetches_skipped_total", "Partial misses not prefetched (prefetching did not pay)", {},
+            double(s.prefetches_skipped));
+  if (s.writeback_enabled) {
+    e.Gauge("tessera_staging_blocks", "Writeback: blocks staged on disk, not uploaded yet", {},
+            double(s.staged_blocks));
+    e.Gauge("tessera_staging_bytes", "Writeback: bytes staged on disk, not uploaded yet", {}, double(s.staged_bytes));
+    e.Counter("tessera_staging_uploads_total", "Writeback: staged blocks uploaded", {}, double(s.staged_uploads));
+    e.Counter("tessera_staging_upload_failures_total", "Writeback: failed upload attempts (each retried)", {},
+              double(s.staged_upload_failures));
+    e.Counter("tessera_staging_fallbacks_total", "Writeback: blocks uploaded directly (staging refused them)", {},
+              double(s.staging_fallbacks));
+  }
 }
 
 void ChunkStore::WaitForCacheWrites() {

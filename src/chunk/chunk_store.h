@@ -18,6 +18,7 @@
 #include "chunk/layout.h"
 #include "chunk/mem_cache.h"
 #include "chunk/staging.h"
+#include "common/metrics.h"
 #include "common/status.h"
 #include "object/object_store.h"
 
@@ -248,6 +249,8 @@ class ChunkStore {
   const StoreConfig& config() const { return config_; }
   object::ObjectStore* store() const { return store_; }
   ChunkStats stats() const;
+  // The above as metrics (tessera_blockcache_*, tessera_block_*, tessera_staging_*).
+  void EmitMetrics(metrics::Emitter& e) const;
   // Waits until the disk cache has written every block handed to it so far
   // (for tests and orderly shutdown). No-op without a disk cache.
   void WaitForCacheWrites();
@@ -303,9 +306,12 @@ class ChunkStore {
     std::atomic<uint64_t> staging_fallbacks{0}, prefetches_skipped{0};
   };
   mutable Counters counters_;
+  void OpenStaging();  // constructor: writeback on
 
-  // Last: its upload workers use everything above, so it goes first.
+  // Its upload workers use everything above, so it goes before them.
   std::unique_ptr<StagingArea> staging_;  // self-synchronised; null without writeback
+  // Last: collection reads everything above, so it stops first.
+  metrics::Registration metrics_;
 };
 
 }  // namespace tessera::chunk

@@ -25,10 +25,14 @@
 #include "cli/commands.h"
 #include "cli/mount_state.h"
 #include "cli/system_mount.h"
+#include <nlohmann/json.hpp>
+
 #include "common/log.h"
+#include "common/metrics_export.h"
 #include "common/url.h"
 #include "fuse/fuse_adapter.h"
 #include "meta/meta.h"
+#include "meta/metrics_meta.h"
 #include "object/object_store.h"
 #include "vfs/control.h"
 #include "vfs/vfs.h"
@@ -183,6 +187,57 @@ class WritebackReporter {
   std::thread thread_;
 };
 
+// The mount's .config file: its options and volume, secrets masked.
+std::string ConfigJson(const MountOptions& o, const std::string& mount_point, const meta::Format& f,
+                       const std::string& cache_dir) {
+  nlohmann::ordered_json j;
+  j["version"] = TESSERA_VERSION;
+  j["pid"] = getpid();
+  j["meta_url"] = RedactUrl(o.meta_url);
+  j["mount_point"] = mount_point;
+  j["log_file"] = o.background ? o.log_file : "";
+  j["volume"] = {{"name", f.name},
+                 {"uuid", f.uuid},
+                 {"storage", f.storage},
+                 {"bucket", RedactUrl(f.bucket)},
+                 {"block_size", f.block_size},
+                 {"compression", f.compression},
+                 {"trash_days", f.trash_days},
+                 {"capacity", f.capacity},
+                 {"inodes", f.inodes}};
+  j["options"] = {{"attr_cache", o.attr_cache},
+                  {"entry_cache", o.entry_cache},
+                  {"dir_entry_cache", o.dir_entry_cache},
+                  {"negative_entry_cache", o.negative_entry_cache},
+                  {"buffer_size_mib", o.buffer_size_mib},
+                  {"max_uploads", o.max_uploads},
+                  {"cache_dir", cache_dir},
+                  {"cache_size_mib", o.cache_size_mib},
+                  {"free_space_ratio", o.free_space_ratio},
+                  {"cache_eviction", o.cache_eviction},
+                  {"mem_cache_size_mib", o.mem_cache_mib},
+                  {"max_readahead_mib", o.max_readahead_mib},
+                  {"prefetch", o.prefetch},
+                  {"compact_threshold", o.compact_threshold},
+                  {"writeback", o.writeback},
+                  {"upload_delay", o.upload_delay},
+                  {"writeback_cache", o.writeback_cache},
+                  {"enable_xattr", o.enable_xattr},
+                  {"enable_cap", o.enable_cap},
+                  {"allow_other", !o.no_allow_other},
+                  {"default_permissions", !o.non_default_permission},
+                  {"session_timeout", o.session_timeout},
+                  {"backup_meta", o.backup_meta},
+                  {"backup_keep", o.backup_keep},
+                  {"metrics", o.metrics},
+                  {"metrics_labels", o.metrics_labels},
+                  {"internal_prefix", o.internal_prefix},
+                  {"internal_files_public", o.internal_files_public},
+                  {"fuse_options", o.fuse_options},
+                  {"debug", o.debug}};
+  return j.dump(2) + "\n";
+}
+
 // Serves the mount; reports the mount result through `report` (once).
 int Serve(const MountOptions& o, const std::string& mount_point, const std::function<void(const Status&)>& report) {
   RemoveWritebackState(mount_point);  // a flush request left by an earlier client
@@ -190,6 +245,24 @@ int Serve(const MountOptions& o, const std::string& mount_point, const std::func
   if (!vol.ok()) {
     report(vol.status());
     return 1;
+  }
+  vol->meta = std::make_unique<meta::MetricsMeta>(std::move(vol->meta));
+  auto user_labels = metrics::ParseLabels(o.metrics_labels);
+  if (!user_labels.ok()) {
+    report(user_labels.status());
+    return 1;
+  }
+  metrics::Labels labels = {{"vol_name", vol->format.name}, {"mp", mount_point}};
+  labels.insert(labels.end(), user_labels->begin(), user_labels->end());
+  std::unique_ptr<metrics::Exporter> exporter;
+  if (!o.metrics.empty()) {
+    auto started = metrics::Exporter::Start(o.metrics, labels);
+    if (!started.ok()) {
+      report(started.status());
+      return 1;
+    }
+    exporter = std::move(started).value();
+    LOG_INFO("metrics: http://{}/metrics", o.metrics);
   }
   chunk::StoreConfig sc;
   sc.block_size = vol->format.block_size;
@@ -282,6 +355,10 @@ int Serve(const MountOptions& o, const std::string& mount_point, const std::func
   fo.xattrs = o.enable_xattr || o.enable_cap;
   auto extra = fuse::CheckOptions(o.fuse_options);  // checked by Mount: the options libfuse takes
   if (extra.ok()) fo.extra = std::move(extra).value();
+  fo.internal_prefix = o.internal_prefix;
+  fo.internal_files_public = o.internal_files_public;
+  fo.config_json = ConfigJson(o, mount_point, vol->format, sc.cache_dir);
+  fo.metrics_labels = labels;
   LOG_INFO("mounting volume {} ({}) at {}; data in {}", vol->format.name, RedactUrl(o.meta_url), mount_point,
            vol->store->Describe());
   LOG_INFO("caches: attributes {}s, entries {}s, directory entries {}s, negative lookups {}s; write buffer {} MiB; "
@@ -387,6 +464,7 @@ int Mount(const MountOptions& o) {
   if (o.upload_delay > 0 && !o.writeback) return Fail("--upload-delay needs --writeback");
   if (o.writeback && o.cache_dir == "none")
     return Fail("--writeback stages blocks in the cache directory: it cannot be used with --cache-dir none");
+  if (auto labels = metrics::ParseLabels(o.metrics_labels); !labels.ok()) return Fail(labels.status().message());
   if (o.debug) SetLogLevel(LogLevel::kDebug);
   if (o.update_fstab) {
     Status fstab = WriteFstabLine(o, mp);
@@ -421,6 +499,7 @@ int Mount(const MountOptions& o) {
   // So relative paths are resolved first.
   MountOptions daemon = o;
   daemon.meta_url = AbsoluteLocalUrl(o.meta_url);
+  daemon.log_file = AbsolutePath(o.log_file.empty() ? DefaultLogFile() : o.log_file);
   if (!daemon.cache_dir.empty() && daemon.cache_dir != "none") daemon.cache_dir = AbsolutePath(daemon.cache_dir);
   int fds[2];
   if (pipe(fds) != 0) return Fail(fmt::format("pipe: {}", strerror(errno)));

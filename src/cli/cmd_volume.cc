@@ -146,6 +146,9 @@ int ShowStatus(const std::string& meta_url) {
     out["Trash"] = {{"Days", f->trash_days}, {"Files", files}, {"Bytes", bytes}};
   }
   out["Sessions"] = nlohmann::ordered_json::array();
+  char hostbuf[256] = {0};
+  gethostname(hostbuf, sizeof(hostbuf) - 1);
+  const std::string host = hostbuf;
   for (const auto& s : *sessions) {
     nlohmann::ordered_json j;
     j["Sid"] = s.sid;
@@ -156,6 +159,18 @@ int ShowStatus(const std::string& meta_url) {
     j["Heartbeat"] = fmt::format("{:%Y-%m-%dT%H:%M:%SZ}", fmt::gmtime(std::time_t(s.heartbeat)));
     j["HeartbeatAge"] = fmt::format("{} s", std::max<int64_t>(0, now - s.heartbeat));
     j["Stale"] = meta::SessionDead(s, now, meta::kSessionTimeoutSec);
+    // The writeback backlog (what an unmount would leave staged) is known for
+    // the mounts of this host: their clients publish it (mount_state.h).
+    if (s.host != host) {
+      j["Writeback"] = "unknown (run tessera status on " + s.host + ")";
+    } else if (auto ms = ReadMountState(s.mount_point); !ms.ok() || ms->pid != pid_t(s.pid)) {
+      j["Writeback"] = "unknown (no client of this mount point runs here)";
+    } else if (auto wb = ReadWritebackState(s.mount_point); !wb.ok()) {
+      j["Writeback"] = "off";
+    } else {
+      j["Writeback"] = {{"StagedBlocks", wb->staged_blocks}, {"StagedBytes", wb->staged_bytes},
+                        {"Uploaded", wb->uploaded}, {"Draining", wb->draining}};
+    }
     out["Sessions"].push_back(std::move(j));
   }
   std::printf("%s\n", out.dump(2).c_str());

@@ -71,6 +71,13 @@ struct MountOptions {
   int session_timeout = 300;  // seconds without a heartbeat before other clients clean a session
   std::string backup_meta = "1h";  // metadata backup interval (ParseDuration); "0" = off
   size_t backup_keep = 10;
+  // Observability (docs/operations.md "Metrics"): the /metrics address
+  // ("" = none), extra labels "k=v,...", the internal files' name prefix and
+  // whether every user may read them.
+  std::string metrics;
+  std::string metrics_labels;
+  std::string internal_prefix = ".";
+  bool internal_files_public = false;
   // System integration (cli/system_mount.h): the source the kernel shows
   // ("" = tessera:NAME), mount(8)'s options to record in utab, and with
   // update_fstab the /etc/fstab options of this mount (main.cc builds them
@@ -111,6 +118,30 @@ struct WarmupArgs {
   bool check = false;
 };
 int Warmup(const WarmupArgs& a);
+// Observability (cmd_stats.cc, cmd_profile.cc, cmd_debug.cc): from a mount's
+// internal files (fuse/internal_files.h).
+struct StatsArgs {
+  std::string mount_point;
+  double interval = 1;
+  uint64_t count = 0;  // lines to print (0 = until interrupted)
+  std::string schema = "ufmco";
+  std::string internal_prefix = ".";
+};
+int Stats(const StatsArgs& a);
+struct ProfileArgs {
+  std::string mount_point;
+  double duration = 0;  // seconds (0 = until interrupted)
+  size_t top = 15;
+  std::string internal_prefix = ".";
+};
+int ProfileCmd(const ProfileArgs& a);
+struct DebugArgs {
+  std::string mount_point;
+  std::string out = ".";
+  int seconds = 5;
+  std::string internal_prefix = ".";
+};
+int Debug(const DebugArgs& a);
 // Prints the usage line of the tree at path for `info -r`.
 int InfoTree(const std::string& path);
 // `tessera fsck META-URL`: the engine's consistency check; with

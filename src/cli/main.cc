@@ -135,6 +135,22 @@ int main(int argc, char** argv) {
   mount->add_option("--backup-keep", mo.backup_keep, "metadata backups kept in the bucket (the newest)")
       ->capture_default_str()->check(CLI::Range(1, 10000));
   mount->add_flag("--nonempty", mo.nonempty, "mount over a directory that is not empty (its entries are hidden)");
+  mount->add_option("--metrics", mo.metrics,
+                    "serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9567; default: none; the "
+                    "same numbers are always in the file .stats at the mount's root)");
+  mount->add_option("--metrics-labels", mo.metrics_labels,
+                    "extra labels on every metric, NAME=VALUE[,NAME=VALUE...] (vol_name and mp are always set)");
+  mount->add_option("--internal-prefix", mo.internal_prefix,
+                    "name prefix of the internal files in the mount's root (PREFIXstats, PREFIXaccesslog, "
+                    "PREFIXconfig): use another when the volume has a file of that name")
+      ->capture_default_str()
+      ->check([](const std::string& s) {
+        return s.empty() || s.find('/') != std::string::npos || s.size() > 200
+                   ? std::string("must be 1-200 characters without '/'")
+                   : std::string();
+      });
+  mount->add_flag("--internal-files-public", mo.internal_files_public,
+                  "every user may read the internal files (.stats, .accesslog, .config); default: root only");
   mount->add_flag("--update-fstab", mo.update_fstab,
                   "also write /etc/fstab's line for this mount, with these options (and make mount.tessera if missing)");
   // Set by mount.tessera (cli/system_mount.h), not by hand.
@@ -196,6 +212,36 @@ int main(int argc, char** argv) {
   auto* summary_json = summary->add_flag("--json", sa.json, "print the tree as JSON (sizes in bytes)");
   summary->add_flag("--csv", sa.csv, "print the rows as CSV (sizes in bytes)")->excludes(summary_json);
   summary->add_flag("--bytes", sa.bytes, "sizes in bytes in the table");
+
+  StatsArgs sta;
+  auto* stats = app.add_subcommand("stats", "Show a mount's activity live, one line per interval (from its .stats)");
+  stats->footer("Columns: usage (cpu%, memory, write buffer), fuse (requests/s, average latency ms, read and write\n"
+                "bytes/s), meta (engine calls/s, latency ms, retries/s), blockcache (hit %, size), object (GET/PUT\n"
+                "per second and bytes, latency ms, errors/s), staging (--writeback backlog).\n"
+                "Example:\n  tessera stats /mnt/tessera --schema fmo --interval 2");
+  stats->add_option("MOUNTPOINT", sta.mount_point, "a Tessera mount (or a path in one)")->required();
+  stats->add_option("--interval", sta.interval, "seconds between lines")->capture_default_str();
+  stats->add_option("--count", sta.count, "lines to print (0 = until interrupted)")->capture_default_str();
+  stats->add_option("--schema", sta.schema,
+                    "groups to show, in order: u usage, f fuse, m meta, c blockcache, o object, s staging")
+      ->capture_default_str();
+  stats->add_option("--internal-prefix", sta.internal_prefix, "the mount's --internal-prefix")->capture_default_str();
+
+  ProfileArgs pra;
+  auto* profile = app.add_subcommand("profile", "Show which operations, files and processes take a mount's time "
+                                                "(from its .accesslog)");
+  profile->add_option("MOUNTPOINT", pra.mount_point, "a Tessera mount (or a path in one)")->required();
+  profile->add_option("--duration", pra.duration, "seconds to watch (0 = until interrupted)")->capture_default_str();
+  profile->add_option("--top", pra.top, "rows per table")->capture_default_str()->check(CLI::Range(1, 100000));
+  profile->add_option("--internal-prefix", pra.internal_prefix, "the mount's --internal-prefix")->capture_default_str();
+
+  DebugArgs dba;
+  auto* debug = app.add_subcommand("debug", "Collect a mount's versions, options, metrics, access log, log tail and "
+                                            "service health into one archive for a bug report (secrets masked)");
+  debug->add_option("MOUNTPOINT", dba.mount_point, "a Tessera mount (or a path in one)")->required();
+  debug->add_option("--out", dba.out, "directory for the archive")->capture_default_str();
+  debug->add_option("--seconds", dba.seconds, "seconds of metrics and access log to collect")->capture_default_str();
+  debug->add_option("--internal-prefix", dba.internal_prefix, "the mount's --internal-prefix")->capture_default_str();
 
   std::vector<std::string> compact_paths;
   auto* compact = app.add_subcommand("compact", "Merge the slices of files' chunks (files and directories in a mount)");
@@ -440,6 +486,9 @@ int main(int argc, char** argv) {
   if (*restore) return Restore(rsa);
   if (*load) return LoadMeta(loa);
   if (*compact) return Compact(compact_paths);
+  if (*stats) return Stats(sta);
+  if (*profile) return ProfileCmd(pra);
+  if (*debug) return Debug(dba);
   if (*version) return Version();
   if (*bench) return Bench(bo);
   if (*objbench) return Objbench(ob);

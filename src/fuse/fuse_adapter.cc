@@ -8,10 +8,17 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
+#include <chrono>
 #include <cstring>
 #include <memory>
 
+#include <fmt/format.h>
+
 #include "common/log.h"
+#include "common/metrics.h"
+#include "common/metrics_export.h"
+#include "fuse/internal_files.h"
 
 namespace tessera::fuse {
 
@@ -21,10 +28,33 @@ using meta::Attr;
 using meta::Context;
 using meta::Ino;
 
+// Every FUSE operation, for metrics and the access log.
+enum FuseOp : size_t {
+  kLookup, kForget, kGetattr, kSetattr, kReadlink, kMknod, kMkdir, kUnlink, kRmdir, kSymlink, kRename, kLink,
+  kOpen, kCreate, kRead, kWrite, kFlush, kRelease, kFsync, kOpendir, kReaddir, kReaddirplus, kReleasedir,
+  kFsyncdir, kStatfs, kSetxattr, kGetxattr, kListxattr, kRemovexattr, kAccess, kGetlk, kSetlk, kFlock,
+  kFallocate, kCopyFileRange, kLseek, kFuseOpCount
+};
+constexpr const char* kFuseOpNames[kFuseOpCount] = {
+    "lookup",  "forget",     "getattr",  "setattr",     "readlink", "mknod",    "mkdir",    "unlink",
+    "rmdir",   "symlink",    "rename",   "link",        "open",     "create",   "read",     "write",
+    "flush",   "release",    "fsync",    "opendir",     "readdir",  "readdirplus", "releasedir", "fsyncdir",
+    "statfs",  "setxattr",   "getxattr", "listxattr",   "removexattr", "access", "getlk",   "setlk",
+    "flock",   "fallocate",  "copy_file_range", "lseek"};
+
+struct OpMetrics {
+  metrics::Histogram* duration = nullptr;
+  metrics::Counter* errors = nullptr;
+};
+
 struct State {
   vfs::Vfs* vfs;
   MountOptions opts;
   fuse_session* se = nullptr;  // set before the session loop starts
+  InternalFiles* internal = nullptr;
+  std::array<OpMetrics, kFuseOpCount> ops{};
+  metrics::Counter* read_bytes = nullptr;
+  metrics::Counter* written_bytes = nullptr;
 };
 
 State* S(fuse_req_t req) { return static_cast<State*>(fuse_req_userdata(req)); }
@@ -73,11 +103,91 @@ fuse_entry_param MakeEntry(fuse_req_t req, Ino ino, const Attr& a) {
   return e;
 }
 
+// The result of the request this thread is serving (for OpScope).
+thread_local int t_result = 0;
+
+// Times one request into its operation's histogram, counts its failure
+// (ENOENT is an answer, not counted) and, while .accesslog has a reader,
+// writes its line there. Arguments are formatted only then.
+class OpScope {
+ public:
+  template <typename... Args>
+  OpScope(fuse_req_t req, FuseOp op, fmt::format_string<Args...> f, Args&&... args)
+      : state_(S(req)), op_(op), start_(std::chrono::steady_clock::now()) {
+    t_result = 0;
+    if (state_->internal->access_log().active()) {
+      const fuse_ctx* c = fuse_req_ctx(req);
+      uid_ = c->uid, gid_ = c->gid, pid_ = c->pid;
+      args_ = fmt::format(f, std::forward<Args>(args)...);
+      logging_ = true;
+    }
+  }
+  ~OpScope() {
+    const auto elapsed = std::chrono::steady_clock::now() - start_;
+    if (internal_) return;
+    const OpMetrics& m = state_->ops[op_];
+    m.duration->Observe(elapsed);
+    if (t_result != 0 && t_result != ENOENT) m.errors->Inc();
+    if (logging_) Log(elapsed);
+  }
+  // Requests on the internal files are neither counted nor logged (each
+  // read of .accesslog would log one; tessera stats would count itself).
+  void Internal() {
+    logging_ = false;
+    internal_ = true;
+  }
+  OpScope(const OpScope&) = delete;
+  OpScope& operator=(const OpScope&) = delete;
+
+ private:
+  void Log(std::chrono::steady_clock::duration elapsed) const {
+    timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    struct tm tm;
+    localtime_r(&now.tv_sec, &tm);
+    const char* name = t_result ? strerrorname_np(t_result) : nullptr;
+    state_->internal->access_log().Write(fmt::format(
+        "{:04}.{:02}.{:02} {:02}:{:02}:{:02}.{:06} [uid:{},gid:{},pid:{}] {} ({}): {} <{:.6f}>\n", tm.tm_year + 1900,
+        tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, now.tv_nsec / 1000, uid_, gid_, pid_,
+        kFuseOpNames[op_], args_, t_result == 0 ? std::string("OK") : name ? std::string(name) : std::to_string(t_result),
+        std::chrono::duration<double>(elapsed).count()));
+  }
+
+  State* const state_;
+  const FuseOp op_;
+  const std::chrono::steady_clock::time_point start_;
+  bool logging_ = false;
+  bool internal_ = false;
+  uid_t uid_ = 0;
+  gid_t gid_ = 0;
+  pid_t pid_ = 0;
+  std::string args_;
+};
+
+void ReplyErrno(fuse_req_t req, int code) {
+  t_result = code;
+  fuse_reply_err(req, code);
+}
+
 // The one place a Status becomes an errno.
 void ReplyErr(fuse_req_t req, const Status& st) {
   int code = st.ok() ? 0 : st.code();
   if (code == EIO || code == ENOSPC || code == EROFS) LOG_WARN("request failed: {}", st.ToString());
-  fuse_reply_err(req, code);
+  ReplyErrno(req, code);
+}
+
+InternalFiles* Internal(fuse_req_t req) { return S(req)->internal; }
+bool IsInternal(fuse_ino_t ino) { return InternalFiles::IsInternal(ino); }
+InternalFiles::Handle* IH(const fuse_file_info* fi) { return reinterpret_cast<InternalFiles::Handle*>(fi->fh); }
+
+// A reply for an internal file: cached by the kernel for no time at all.
+void ReplyInternalEntry(fuse_req_t req, Ino ino) {
+  fuse_entry_param e;
+  std::memset(&e, 0, sizeof(e));
+  e.ino = ino;
+  e.generation = 1;
+  FillStat(ino, Internal(req)->AttrOf(ino), &e.attr);
+  fuse_reply_entry(req, &e);
 }
 
 void ReplyEntry(fuse_req_t req, const Status& st, Ino ino, const Attr& a) {
@@ -127,10 +237,19 @@ void OpInit(void* userdata, fuse_conn_info* conn) {
 void OpDestroy(void* userdata) { static_cast<State*>(userdata)->vfs->Stop(); }
 
 void OpLookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  OpScope scope(req, kLookup, "{},{:?}", parent, name);
   Ino ino = 0;
   Attr a;
-  Status st = V(req)->Lookup(Ctx(req), parent, name, &ino, &a);
+  const Context ctx = Ctx(req);
+  Status st = V(req)->Lookup(ctx, parent, name, &ino, &a);
+  if (st.code() == ENOENT && parent == meta::kRootIno && Internal(req)->Visible(ctx)) {
+    if (Ino internal = Internal(req)->Find(name)) {
+      scope.Internal();
+      return ReplyInternalEntry(req, internal);
+    }
+  }
   if (st.code() == ENOENT && V(req)->config().negative_timeout > 0) {
+    t_result = ENOENT;
     fuse_entry_param e;
     std::memset(&e, 0, sizeof(e));
     e.entry_timeout = V(req)->config().negative_timeout;
@@ -141,13 +260,16 @@ void OpLookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
 }
 
 void OpForget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
-  Status st = V(req)->Forget(ino, nlookup);
-  if (!st.ok()) LOG_WARN("forget inode {}: {}", ino, st.ToString());
+  OpScope scope(req, kForget, "{},{}", ino, nlookup);
+  if (IsInternal(ino)) scope.Internal();
+  else if (Status st = V(req)->Forget(ino, nlookup); !st.ok()) LOG_WARN("forget inode {}: {}", ino, st.ToString());
   fuse_reply_none(req);
 }
 
 void OpForgetMulti(fuse_req_t req, size_t count, fuse_forget_data* forgets) {
+  OpScope scope(req, kForget, "{} inodes", count);
   for (size_t i = 0; i < count; ++i) {
+    if (IsInternal(forgets[i].ino)) continue;
     Status st = V(req)->Forget(forgets[i].ino, forgets[i].nlookup);
     if (!st.ok()) LOG_WARN("forget inode {}: {}", forgets[i].ino, st.ToString());
   }
@@ -155,12 +277,25 @@ void OpForgetMulti(fuse_req_t req, size_t count, fuse_forget_data* forgets) {
 }
 
 void OpGetattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
+  OpScope scope(req, kGetattr, "{}", ino);
+  if (IsInternal(ino)) {
+    scope.Internal();
+    struct stat s;
+    FillStat(ino, Internal(req)->AttrOf(ino), &s);
+    fuse_reply_attr(req, &s, 0);
+    return;
+  }
   Attr a;
   Status st = V(req)->GetAttr(Ctx(req), ino, &a);
   ReplyAttr(req, st, ino, a);
 }
 
 void OpSetattr(fuse_req_t req, fuse_ino_t ino, struct stat* in, int to_set, fuse_file_info* fi) {
+  OpScope scope(req, kSetattr, "{},{:#x}", ino, to_set);
+  if (IsInternal(ino)) {
+    scope.Internal();
+    return ReplyErrno(req, EPERM);
+  }
   uint32_t mask = 0;
   Attr a;
   if (to_set & FUSE_SET_ATTR_MODE) mask |= meta::kSetMode, a.mode = in->st_mode;
@@ -178,6 +313,7 @@ void OpSetattr(fuse_req_t req, fuse_ino_t ino, struct stat* in, int to_set, fuse
 }
 
 void OpReadlink(fuse_req_t req, fuse_ino_t ino) {
+  OpScope scope(req, kReadlink, "{}", ino);
   std::string target;
   Status st = V(req)->ReadLink(Ctx(req), ino, &target);
   if (!st.ok()) return ReplyErr(req, st);
@@ -185,6 +321,7 @@ void OpReadlink(fuse_req_t req, fuse_ino_t ino) {
 }
 
 void OpMknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, dev_t rdev) {
+  OpScope scope(req, kMknod, "{},{:?},{:o},{}", parent, name, mode, rdev);
   Ino ino = 0;
   Attr a;
   Status st = V(req)->Mknod(Ctx(req), parent, name, mode, 0, uint32_t(rdev), &ino, &a);
@@ -192,6 +329,7 @@ void OpMknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, d
 }
 
 void OpMkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode) {
+  OpScope scope(req, kMkdir, "{},{:?},{:o}", parent, name, mode);
   Ino ino = 0;
   Attr a;
   Status st = V(req)->Mkdir(Ctx(req), parent, name, mode, 0, &ino, &a);
@@ -199,14 +337,17 @@ void OpMkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode) {
 }
 
 void OpUnlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  OpScope scope(req, kUnlink, "{},{:?}", parent, name);
   ReplyErr(req, V(req)->Unlink(Ctx(req), parent, name));
 }
 
 void OpRmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  OpScope scope(req, kRmdir, "{},{:?}", parent, name);
   ReplyErr(req, V(req)->Rmdir(Ctx(req), parent, name));
 }
 
 void OpSymlink(fuse_req_t req, const char* target, fuse_ino_t parent, const char* name) {
+  OpScope scope(req, kSymlink, "{},{:?},{:?}", parent, name, target);
   Ino ino = 0;
   Attr a;
   Status st = V(req)->Symlink(Ctx(req), parent, name, target, &ino, &a);
@@ -215,16 +356,35 @@ void OpSymlink(fuse_req_t req, const char* target, fuse_ino_t parent, const char
 
 void OpRename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t newparent, const char* newname,
               unsigned int flags) {
+  OpScope scope(req, kRename, "{},{:?},{},{:?},{}", parent, name, newparent, newname, flags);
   ReplyErr(req, V(req)->Rename(Ctx(req), parent, name, newparent, newname, flags));
 }
 
 void OpLink(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char* newname) {
+  OpScope scope(req, kLink, "{},{},{:?}", ino, newparent, newname);
+  if (IsInternal(ino)) {
+    scope.Internal();
+    return ReplyErrno(req, EPERM);
+  }
   Attr a;
   Status st = V(req)->Link(Ctx(req), ino, newparent, newname, &a);
   ReplyEntry(req, st, ino, a);
 }
 
 void OpOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  OpScope scope(req, kOpen, "{},{:#o}", ino, fi->flags);
+  if (IsInternal(ino)) {
+    scope.Internal();
+    InternalFiles::Handle* h = nullptr;
+    Status st = Internal(req)->Open(Ctx(req), ino, fi->flags, &h);
+    if (!st.ok()) return ReplyErr(req, st);
+    fi->fh = reinterpret_cast<uint64_t>(h);
+    fi->direct_io = 1;  // the size is 0: reads must reach us
+    fi->nonseekable = h->kind == InternalFiles::kAccessLog;
+    InternalFiles* internal = Internal(req);  // req is freed by the reply
+    if (fuse_reply_open(req, fi) == -ENOENT) internal->Release(h);
+    return;
+  }
   vfs::Handle* h = nullptr;
   Attr a;
   Status st = V(req)->Open(Ctx(req), ino, fi->flags, &h, &a);
@@ -238,6 +398,7 @@ void OpOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 }
 
 void OpCreate(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, fuse_file_info* fi) {
+  OpScope scope(req, kCreate, "{},{:?},{:o},{:#o}", parent, name, mode, fi->flags);
   vfs::Handle* h = nullptr;
   Ino ino = 0;
   Attr a;
@@ -254,33 +415,71 @@ void OpCreate(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, 
   }
 }
 
-void OpRead(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info* fi) {
+void OpRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
+  OpScope scope(req, kRead, "{},{},{}", ino, size, off);
+  if (IsInternal(ino)) {
+    scope.Internal();
+    std::string data = Internal(req)->Read(IH(fi), uint64_t(off), size, [req] { return fuse_req_interrupted(req) != 0; });
+    if (data.empty() && IH(fi)->kind == InternalFiles::kAccessLog) return ReplyErrno(req, EINTR);
+    fuse_reply_buf(req, data.data(), data.size());
+    return;
+  }
   std::unique_ptr<char[]> buf(new char[size]);
   auto n = V(req)->Read(Ctx(req), H(fi), uint64_t(off), size, buf.get());
   if (!n.ok()) return ReplyErr(req, n.status());
+  S(req)->read_bytes->Inc(*n);
   fuse_reply_buf(req, buf.get(), *n);
 }
 
-void OpWrite(fuse_req_t req, fuse_ino_t, const char* data, size_t size, off_t off, fuse_file_info* fi) {
+void OpWrite(fuse_req_t req, fuse_ino_t ino, const char* data, size_t size, off_t off, fuse_file_info* fi) {
+  OpScope scope(req, kWrite, "{},{},{}", ino, size, off);
+  if (IsInternal(ino)) {
+    scope.Internal();
+    return ReplyErrno(req, EBADF);
+  }
   auto n = V(req)->Write(Ctx(req), H(fi), uint64_t(off), data, size);
   if (!n.ok()) return ReplyErr(req, n.status());
+  S(req)->written_bytes->Inc(*n);
   fuse_reply_write(req, *n);
 }
 
-void OpFlush(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
+void OpFlush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  OpScope scope(req, kFlush, "{}", ino);
+  if (IsInternal(ino)) {
+    scope.Internal();
+    return ReplyErrno(req, 0);
+  }
   ReplyErr(req, V(req)->Flush(Ctx(req), H(fi), fi->lock_owner));
 }
 
 void OpRelease(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  OpScope scope(req, kRelease, "{}", ino);
+  if (IsInternal(ino)) {
+    scope.Internal();
+    Internal(req)->Release(IH(fi));
+    return ReplyErrno(req, 0);
+  }
   Context ctx = Ctx(req);
   if (fi->flock_release)
     (void)V(req)->Flock(ctx, ino, fi->lock_owner, meta::kUnlock, false, nullptr);
   ReplyErr(req, V(req)->Release(ctx, H(fi)));
 }
 
-void OpFsync(fuse_req_t req, fuse_ino_t, int, fuse_file_info* fi) { ReplyErr(req, V(req)->Fsync(Ctx(req), H(fi))); }
+void OpFsync(fuse_req_t req, fuse_ino_t ino, int, fuse_file_info* fi) {
+  OpScope scope(req, kFsync, "{}", ino);
+  if (IsInternal(ino)) {
+    scope.Internal();
+    return ReplyErrno(req, 0);
+  }
+  ReplyErr(req, V(req)->Fsync(Ctx(req), H(fi)));
+}
 
 void OpOpendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  OpScope scope(req, kOpendir, "{}", ino);
+  if (IsInternal(ino)) {
+    scope.Internal();
+    return ReplyErrno(req, ENOTDIR);
+  }
   vfs::Handle* h = nullptr;
   Status st = V(req)->OpenDir(Ctx(req), ino, fi->flags, &h);
   if (!st.ok()) return ReplyErr(req, st);
@@ -321,17 +520,27 @@ void DoReaddir(fuse_req_t req, size_t size, off_t off, fuse_file_info* fi, bool 
     for (Ino ino : counted) (void)vfs->Forget(ino, 1);
 }
 
-void OpReaddir(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info* fi) {
+void OpReaddir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
+  OpScope scope(req, kReaddir, "{},{},{}", ino, size, off);
   DoReaddir(req, size, off, fi, false);
 }
-void OpReaddirplus(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info* fi) {
+void OpReaddirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
+  OpScope scope(req, kReaddirplus, "{},{},{}", ino, size, off);
   DoReaddir(req, size, off, fi, true);
 }
 
-void OpReleasedir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) { ReplyErr(req, V(req)->ReleaseDir(H(fi))); }
-void OpFsyncdir(fuse_req_t req, fuse_ino_t, int, fuse_file_info*) { fuse_reply_err(req, 0); }  // metadata commits are durable
+void OpReleasedir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  OpScope scope(req, kReleasedir, "{}", ino);
+  ReplyErr(req, V(req)->ReleaseDir(H(fi)));
+}
+void OpFsyncdir(fuse_req_t req, fuse_ino_t ino, int, fuse_file_info*) {
+  OpScope scope(req, kFsyncdir, "{}", ino);
+  ReplyErrno(req, 0);  // metadata commits are durable
+}
 
 void OpStatfs(fuse_req_t req, fuse_ino_t ino) {
+  OpScope scope(req, kStatfs, "{}", ino);
+  if (IsInternal(ino)) ino = meta::kRootIno;
   meta::StatFs fs;
   Status st = V(req)->StatFS(Ctx(req), ino, &fs);
   if (!st.ok()) return ReplyErr(req, st);
@@ -350,34 +559,59 @@ void OpStatfs(fuse_req_t req, fuse_ino_t ino) {
 }
 
 void OpSetxattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value, size_t size, int flags) {
+  OpScope scope(req, kSetxattr, "{},{:?},{},{}", ino, name, size, flags);
+  if (IsInternal(ino)) {
+    scope.Internal();
+    return ReplyErrno(req, EPERM);
+  }
   ReplyErr(req, V(req)->SetXattr(Ctx(req), ino, name, std::string(value, size), flags));
 }
 
 void OpGetxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
+  OpScope scope(req, kGetxattr, "{},{:?},{}", ino, name, size);
+  if (IsInternal(ino)) {
+    scope.Internal();
+    return ReplyErrno(req, ENODATA);
+  }
   std::string value;
   Status st = V(req)->GetXattr(Ctx(req), ino, name, &value);
   if (!st.ok()) return ReplyErr(req, st);
   if (size == 0) return (void)fuse_reply_xattr(req, value.size());
-  if (value.size() > size) return (void)fuse_reply_err(req, ERANGE);
+  if (value.size() > size) return ReplyErrno(req, ERANGE);
   fuse_reply_buf(req, value.data(), value.size());
 }
 
 void OpListxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
+  OpScope scope(req, kListxattr, "{},{}", ino, size);
+  if (IsInternal(ino)) return size == 0 ? (void)fuse_reply_xattr(req, 0) : (void)fuse_reply_buf(req, nullptr, 0);
   std::vector<std::string> names;
   Status st = V(req)->ListXattr(Ctx(req), ino, &names);
   if (!st.ok()) return ReplyErr(req, st);
   std::string buf;
   for (const auto& n : names) buf.append(n).push_back('\0');
   if (size == 0) return (void)fuse_reply_xattr(req, buf.size());
-  if (buf.size() > size) return (void)fuse_reply_err(req, ERANGE);
+  if (buf.size() > size) return ReplyErrno(req, ERANGE);
   fuse_reply_buf(req, buf.data(), buf.size());
 }
 
 void OpRemovexattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
+  OpScope scope(req, kRemovexattr, "{},{:?}", ino, name);
+  if (IsInternal(ino)) {
+    scope.Internal();
+    return ReplyErrno(req, ENODATA);
+  }
   ReplyErr(req, V(req)->RemoveXattr(Ctx(req), ino, name));
 }
 
-void OpAccess(fuse_req_t req, fuse_ino_t ino, int mask) { ReplyErr(req, V(req)->Access(Ctx(req), ino, mask)); }
+void OpAccess(fuse_req_t req, fuse_ino_t ino, int mask) {
+  OpScope scope(req, kAccess, "{},{}", ino, mask);
+  if (IsInternal(ino)) {
+    scope.Internal();
+    const bool ok = Internal(req)->Visible(Ctx(req)) && !(mask & (W_OK | X_OK));
+    return ReplyErrno(req, ok ? 0 : EACCES);
+  }
+  ReplyErr(req, V(req)->Access(Ctx(req), ino, mask));
+}
 
 meta::PosixLock ToLock(const struct flock* l) {
   meta::PosixLock lk;
@@ -389,6 +623,11 @@ meta::PosixLock ToLock(const struct flock* l) {
 }
 
 void OpGetlk(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, struct flock* lock) {
+  OpScope scope(req, kGetlk, "{},{}", ino, lock->l_type);
+  if (IsInternal(ino)) {
+    scope.Internal();
+    return ReplyErrno(req, ENOLCK);
+  }
   meta::PosixLock lk = ToLock(lock);
   Status st = V(req)->GetLk(Ctx(req), ino, fi->lock_owner, &lk);
   if (!st.ok()) return ReplyErr(req, st);
@@ -404,34 +643,56 @@ void OpGetlk(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, struct flock* l
 }
 
 void OpSetlk(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, struct flock* lock, int sleep) {
+  OpScope scope(req, kSetlk, "{},{},{},{},{}", ino, lock->l_type, lock->l_start, lock->l_len, sleep);
+  if (IsInternal(ino)) {
+    scope.Internal();
+    return ReplyErrno(req, ENOLCK);
+  }
   Status st = V(req)->SetLk(Ctx(req), H(fi), fi->lock_owner, ToLock(lock), sleep != 0,
                             [req] { return fuse_req_interrupted(req) != 0; });
   ReplyErr(req, st);
 }
 
 void OpFlock(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, int op) {
+  OpScope scope(req, kFlock, "{},{}", ino, op);
+  if (IsInternal(ino)) {
+    scope.Internal();
+    return ReplyErrno(req, ENOLCK);
+  }
   meta::LockType type = (op & LOCK_EX) ? meta::kWriteLock : (op & LOCK_SH) ? meta::kReadLock : meta::kUnlock;
   Status st = V(req)->Flock(Ctx(req), ino, fi->lock_owner, type, !(op & LOCK_NB),
                             [req] { return fuse_req_interrupted(req) != 0; });
   ReplyErr(req, st);
 }
 
-void OpFallocate(fuse_req_t req, fuse_ino_t, int mode, off_t offset, off_t length, fuse_file_info* fi) {
-  if (offset < 0 || length <= 0) return (void)fuse_reply_err(req, EINVAL);
+void OpFallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length, fuse_file_info* fi) {
+  OpScope scope(req, kFallocate, "{},{},{},{}", ino, mode, offset, length);
+  if (IsInternal(ino)) {
+    scope.Internal();
+    return ReplyErrno(req, EBADF);
+  }
+  if (offset < 0 || length <= 0) return ReplyErrno(req, EINVAL);
   ReplyErr(req, V(req)->Fallocate(Ctx(req), H(fi), mode, uint64_t(offset), uint64_t(length)));
 }
 
-void OpCopyFileRange(fuse_req_t req, fuse_ino_t, off_t off_in, fuse_file_info* fi_in, fuse_ino_t, off_t off_out,
-                     fuse_file_info* fi_out, size_t len, int flags) {
-  if (flags != 0) return (void)fuse_reply_err(req, EINVAL);
+void OpCopyFileRange(fuse_req_t req, fuse_ino_t ino_in, off_t off_in, fuse_file_info* fi_in, fuse_ino_t ino_out,
+                     off_t off_out, fuse_file_info* fi_out, size_t len, int flags) {
+  OpScope scope(req, kCopyFileRange, "{},{},{},{},{}", ino_in, off_in, ino_out, off_out, len);
+  if (IsInternal(ino_in) || IsInternal(ino_out)) return ReplyErrno(req, EXDEV);
+  if (flags != 0) return ReplyErrno(req, EINVAL);
   auto n = V(req)->CopyFileRange(Ctx(req), H(fi_in), uint64_t(off_in), H(fi_out), uint64_t(off_out), len);
   if (!n.ok()) return ReplyErr(req, n.status());
   fuse_reply_write(req, *n);
 }
 
-void OpLseek(fuse_req_t req, fuse_ino_t, off_t off, int whence, fuse_file_info* fi) {
-  if (whence != SEEK_DATA && whence != SEEK_HOLE) return (void)fuse_reply_err(req, EINVAL);
-  if (off < 0) return (void)fuse_reply_err(req, ENXIO);
+void OpLseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, fuse_file_info* fi) {
+  OpScope scope(req, kLseek, "{},{},{}", ino, off, whence);
+  if (IsInternal(ino)) {
+    scope.Internal();
+    return ReplyErrno(req, ESPIPE);
+  }
+  if (whence != SEEK_DATA && whence != SEEK_HOLE) return ReplyErrno(req, EINVAL);
+  if (off < 0) return ReplyErrno(req, ENXIO);
   auto r = V(req)->Lseek(Ctx(req), H(fi), uint64_t(off), whence);
   if (!r.ok()) return ReplyErr(req, r.status());
   fuse_reply_lseek(req, off_t(*r));
@@ -538,6 +799,19 @@ Result<std::vector<std::string>> CheckOptions(const std::vector<std::string>& op
 
 Status Serve(vfs::Vfs* vfs, const MountOptions& opts, const std::function<void(const Status&)>& on_mounted) {
   State state{vfs, opts};
+  InternalFiles internal(opts.internal_prefix, opts.internal_files_public,
+                         [labels = opts.metrics_labels] { return metrics::TextFormat(labels); }, opts.config_json);
+  state.internal = &internal;
+  metrics::Registration process = metrics::RegisterProcessMetrics();
+  for (size_t i = 0; i < kFuseOpCount; ++i) {
+    const metrics::Labels labels = {{"op", kFuseOpNames[i]}};
+    state.ops[i].duration =
+        metrics::NewHistogram("tessera_fuse_op_duration_seconds", "FUSE requests: latency (count: requests)", labels);
+    state.ops[i].errors =
+        metrics::NewCounter("tessera_fuse_op_errors_total", "FUSE requests answered with an error other than ENOENT", labels);
+  }
+  state.read_bytes = metrics::NewCounter("tessera_fuse_read_bytes_total", "Bytes read through the mount");
+  state.written_bytes = metrics::NewCounter("tessera_fuse_written_bytes_total", "Bytes written through the mount");
   std::vector<std::string> argv_s = {"tessera"};
   std::string fs_name;  // commas escaped: libfuse splits the option string at the others
   for (char c : opts.fs_name) {

@@ -28,6 +28,13 @@ struct MountOptions {
   // including the security.capability lookup it makes before every write.
   bool xattrs = false;
   std::vector<std::string> extra;    // raw -o options passed to the kernel/libfuse
+  // The internal files (internal_files.h): their names' prefix, whether
+  // every user may read them, and the .config file's content.
+  std::string internal_prefix = ".";
+  bool internal_files_public = false;
+  std::string config_json = "{}";
+  // Labels every metric of .stats carries (volume, mount point, the user's).
+  std::vector<std::pair<std::string, std::string>> metrics_labels;
 };
 
 // Mounts and serves until unmounted or signalled. `on_mounted` runs once the

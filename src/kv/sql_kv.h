@@ -40,6 +40,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/metrics.h"
 #include "common/retry.h"
 #include "kv/kv.h"
 
@@ -62,6 +63,11 @@ enum Stmt {
 };
 
 // What differs between the SQL dialects; everything else is shared.
+// Shared with the Redis client: one family for every engine.
+inline constexpr const char* kRetriesMetric = "tessera_meta_tx_retries_total";
+inline constexpr const char* kRetriesHelp =
+    "Metadata transactions or requests sent again (conflict, busy database, lost connection)";
+
 struct Dialect {
   // Engine::Name() and the first word of error messages.
   const char* name;
@@ -261,7 +267,11 @@ class SqlEngine final : public Engine {
   // connection, which becomes the pool's first.
   SqlEngine(const Dialect& dialect, Config config, std::string description, const PoolOptions& options,
             std::unique_ptr<Conn> first)
-      : dialect_(dialect), config_(std::move(config)), description_(std::move(description)), options_(options) {
+      : dialect_(dialect),
+        config_(std::move(config)),
+        description_(std::move(description)),
+        options_(options),
+        retries_(metrics::NewCounter(kRetriesMetric, kRetriesHelp, {{"engine", std::string(dialect.name)}})) {
     idle_.push_back(std::move(first));
     open_conns_ = 1;
   }
@@ -317,6 +327,7 @@ class SqlEngine final : public Engine {
     // gate shared can finish and let an exclusive one in.
     GatePass pass(!read_only && options_.serialize_retries ? &gate_ : nullptr);
     for (int attempt = 1;; ++attempt) {
+      if (attempt > 1) retries_->Inc();
       Conn& conn = lease.conn();
       conn.ClearFailure();
       bool committing = false;
@@ -406,6 +417,7 @@ class SqlEngine final : public Engine {
   const Config config_;
   const std::string description_;
   const PoolOptions options_;
+  metrics::Counter* const retries_;  // transactions run again (conflict, busy, reconnect)
 
   // Held for the whole of each write transaction when serialize_writers.
   std::mutex writer_mu_;

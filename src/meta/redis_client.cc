@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "common/log.h"
+#include "common/metrics.h"
 #include "common/retry.h"
 #include "common/url.h"
 
@@ -360,7 +361,12 @@ bool Client::LoseReply() {
 Result<Reply> Client::Run(std::vector<std::string_view> argv, bool mutating) {
   std::string op_key, seq;  // mutating: the operation id, fixed by the first try
   bool maybe_done = false;  // a mutating try lost its connection after sending
+  static metrics::Counter* const retries = metrics::NewCounter(
+      "tessera_meta_tx_retries_total",
+      "Metadata transactions or requests sent again (conflict, busy database, lost connection)", {{"engine", "redis"}});
+  int tries = 0;
   auto attempt = [&]() -> Result<Reply> {
+    if (tries++ > 0) retries->Inc();
     bool fresh = false;
     ASSIGN_OR_RETURN(Conn * c, Acquire(&fresh));
     if (mutating) {

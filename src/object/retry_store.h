@@ -8,12 +8,15 @@
 //
 // object::Open puts it on top of every store (above a FaultStore, so the
 // file system is tested against the faults that survive the retries): it is
-// the only place object requests are retried. Thread-safe if the inner
-// store is.
+// the only place object requests are retried. It also counts them: per
+// method, every attempt's latency (tessera_object_request_duration_seconds),
+// failures, retries and bytes moved. Thread-safe if the inner store is.
 #pragma once
 
+#include <array>
 #include <memory>
 
+#include "common/metrics.h"
 #include "common/retry.h"
 #include "object/object_store.h"
 
@@ -36,8 +39,17 @@ class RetryStore final : public ObjectStore {
   ObjectStore* inner() const { return inner_.get(); }
 
  private:
+  enum Method : size_t { kCreate, kPut, kGet, kDelete, kHead, kList, kMethodCount };
+  struct MethodMetrics {
+    metrics::Histogram* duration = nullptr;
+    metrics::Counter* errors = nullptr;
+    metrics::Counter* retries = nullptr;
+    metrics::Counter* bytes = nullptr;
+  };
   template <typename Fn>
-  auto Do(const char* what, const std::string& key, Fn&& fn) -> decltype(fn());
+  auto Do(Method method, const std::string& key, Fn&& fn) -> decltype(fn());
+
+  std::array<MethodMetrics, kMethodCount> metrics_;
 
   const std::unique_ptr<ObjectStore> inner_;
   const RetryPolicy policy_;

@@ -33,11 +33,39 @@ DataPath::DataPath(meta::Meta* meta, chunk::ChunkStore* store, size_t buffer_lim
       store_(store),
       buffer_limit_(buffer_limit),
       file_buffer_limit_(file_buffer_limit),
-      pool_(max_uploads) {
+      pool_(max_uploads),
+      m_{metrics::NewCounter("tessera_buffer_waits_total", "Writes that waited for room in the write buffer"),
+         metrics::NewCounter("tessera_buffer_wait_nanoseconds_total", "Time writes waited for room in the write buffer"),
+         metrics::NewCounter("tessera_readahead_blocks_total", "Blocks read ahead (read-ahead and --prefetch)"),
+         metrics::NewCounter("tessera_compactions_total", "Chunks compacted"),
+         metrics::NewCounter("tessera_compaction_slices_total", "Slices of the chunks compacted"),
+         metrics::NewCounter("tessera_compaction_failures_total", "Compactions that failed (not counting races lost)")} {
   if (store_->writeback()) deferrer_ = std::thread([this] { DeferLoop(); });
+  metrics_ = metrics::Registry::Global().AddCollector([this](metrics::Emitter& e) { EmitMetrics(e); });
+}
+
+void DataPath::EmitMetrics(metrics::Emitter& e) const {
+  int64_t buffered = 0, inflight = 0;
+  size_t deferred = 0;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    buffered = buffered_;
+    inflight = inflight_;
+    deferred = deferred_.size();
+  }
+  e.Gauge("tessera_buffer_used_bytes", "Bytes written and not yet uploaded (the write buffer)", {}, double(buffered));
+  e.Gauge("tessera_buffer_limit_bytes", "The write buffer's size (--buffer-size)", {}, double(buffer_limit_));
+  e.Gauge("tessera_uploads_in_flight", "Block uploads submitted and not finished", {}, double(inflight));
+  e.Gauge("tessera_compactions_deferred", "Writeback: chunks waiting to go quiet before compaction", {},
+          double(deferred));
+  e.Counter("tessera_abandoned_objects_total", "Objects of abandoned writes left to gc (their deletion failed)", {},
+            double(abandoned_leaks()));
+  e.Counter("tessera_readahead_failures_total", "Read-aheads that failed (the reads fetch for themselves)", {},
+            double(prefetch_failures()));
 }
 
 DataPath::~DataPath() {
+  metrics_ = {};
   {
     std::lock_guard<std::mutex> g(mu_);
     stopping_ = true;  // deferred compactions are dropped: the next commit asks again
@@ -143,9 +171,15 @@ void DataPath::SubmitCompaction(meta::Ino ino, uint32_t chunk) {
     }
     CompactResult r;
     Status st = CompactChunk(meta_, store_, ino, chunk, compact_threshold_, &r);
-    if (st.ok() && r.changed && on_compacted_) on_compacted_(ino, chunk);
-    if (!st.ok() && st.code() != EAGAIN && st.code() != ENOENT)
+    if (st.ok() && r.changed) {
+      m_.compactions->Inc();
+      m_.compaction_slices->Inc(r.slices_before);
+      if (on_compacted_) on_compacted_(ino, chunk);
+    }
+    if (!st.ok() && st.code() != EAGAIN && st.code() != ENOENT) {
+      m_.compaction_failures->Inc();
       LOG_WARN("compacting inode {} chunk {}: {}", ino, chunk, st.ToString());
+    }
   });
 }
 
@@ -154,6 +188,7 @@ void DataPath::Prefetch(uint64_t id, uint32_t index, uint32_t block_len) {
     std::lock_guard<std::mutex> g(mu_);
     if (!prefetching_.insert({id, index}).second) return;
   }
+  m_.readaheads->Inc();
   prefetcher_.Submit([this, id, index, block_len] {
     Status st = store_->Prefetch(id, index, block_len);
     if (!st.ok()) {
@@ -181,11 +216,20 @@ int64_t DataPath::buffered() const {
 
 bool DataPath::WaitForRoom() {
   std::unique_lock<std::mutex> lk(mu_);
+  if (buffered_ <= int64_t(buffer_limit_)) return false;
+  const auto start = std::chrono::steady_clock::now();
+  m_.buffer_waits->Inc();
+  bool full = false;
   while (buffered_ > int64_t(buffer_limit_)) {
-    if (inflight_ == 0) return true;
+    if (inflight_ == 0) {
+      full = true;
+      break;
+    }
     cv_.wait_for(lk, std::chrono::milliseconds(100));
   }
-  return false;
+  m_.buffer_wait_ns->Inc(uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                      std::chrono::steady_clock::now() - start).count()));
+  return full;
 }
 
 // ---------------------------------------------------------------- FileData

@@ -44,6 +44,7 @@
 #include <vector>
 
 #include "chunk/chunk_store.h"
+#include "common/metrics.h"
 #include "meta/meta.h"
 #include "vfs/task_pool.h"
 #include "vfs/write_buffer.h"
@@ -162,6 +163,19 @@ class DataPath {
   TaskPool compactor_{1};  // last four: their workers finish before the rest goes
   TaskPool pool_;
   TaskPool committer_{2};  // background commits wait for uploads in pool_
+
+  // Metrics (docs/operations.md "Metrics").
+  struct Metrics {
+    metrics::Counter* buffer_waits;        // writers that waited for the buffer budget
+    metrics::Counter* buffer_wait_ns;      // and how long, in total
+    metrics::Counter* readaheads;          // blocks read ahead
+    metrics::Counter* compactions;         // chunks compacted
+    metrics::Counter* compaction_slices;   // slices they had
+    metrics::Counter* compaction_failures;
+  };
+  const Metrics m_;
+  void EmitMetrics(metrics::Emitter& e) const;
+  metrics::Registration metrics_;  // last: stops first
 };
 
 // A slice whose blocks are uploading or uploaded, not yet committed: the

@@ -29,6 +29,24 @@ Vfs::Vfs(meta::Meta* meta, chunk::ChunkStore* store, Config config)
   data_->ConfigureCompaction(config_.compact_threshold, [this](Ino ino, uint32_t chunk) {
     if (auto f = FindFile(ino)) f->InvalidateView(chunk);
   });
+  static constexpr const char* kJobs[kJobCount] = {"heartbeat", "cleanup",     "dir_stats", "session_clean",
+                                                   "backup",    "trash_purge", "quota_sync"};
+  for (size_t i = 0; i < kJobCount; ++i) {
+    jobs_[i].runs = metrics::NewCounter("tessera_background_runs_total", "Background job runs", {{"job", kJobs[i]}});
+    jobs_[i].errors = metrics::NewCounter("tessera_background_errors_total",
+                                          "Background job runs that failed (tried again later)", {{"job", kJobs[i]}});
+  }
+  used_space_ = metrics::NewGauge("tessera_used_space_bytes", "Space the volume's files use (at the last heartbeat)");
+  total_space_ = metrics::NewGauge("tessera_total_space_bytes", "The volume's capacity (or what df shows without one)");
+  used_inodes_ = metrics::NewGauge("tessera_used_inodes", "Inodes in the volume (at the last heartbeat)");
+  total_inodes_ = metrics::NewGauge("tessera_total_inodes", "The volume's inode limit (or what df shows without one)");
+}
+
+void Vfs::RecordUsage(const meta::StatFs& fs) {
+  used_space_->Set(int64_t(fs.total_space - fs.avail_space));
+  total_space_->Set(int64_t(fs.total_space));
+  used_inodes_->Set(int64_t(fs.used_inodes));
+  total_inodes_->Set(int64_t(fs.used_inodes + fs.avail_inodes));
 }
 
 Vfs::~Vfs() {
@@ -45,6 +63,7 @@ Status Vfs::Start() {
   info.mount_point = config_.mount_point;
   info.version = TESSERA_VERSION;
   RETURN_IF_ERROR(meta_->NewSession(info));
+  if (meta::StatFs fs; meta_->StatFS(Context::Root(), &fs).ok()) RecordUsage(fs);
   auto cleaned = meta_->CleanStaleSessions(config_.session_timeout_s);
   if (cleaned.ok() && *cleaned > 0) LOG_INFO("cleaned {} stale session(s)", *cleaned);
   if (Status q = quotas_.Sync(); !q.ok()) LOG_WARN("loading quotas: {} (tried again in the background)", q.ToString());
@@ -92,8 +111,10 @@ void Vfs::BackgroundLoop() {
     lk.unlock();
     // Directory statistics: at most a second behind (docs/consistency.md).
     Status flushed = meta_->FlushDirStats();
+    CountJob(kDirStats, flushed);
     if (!flushed.ok()) LOG_WARN("writing directory statistics: {} (kept, tried again)", flushed.ToString());
     auto r = meta_->CleanupDeleted(deleter, 1000);
+    CountJob(kCleanup, r.status());
     if (!r.ok()) LOG_WARN("background cleanup: {}", r.status().ToString());
     auto now = std::chrono::steady_clock::now();
     bool renew = false;
@@ -103,13 +124,17 @@ void Vfs::BackgroundLoop() {
     }
     if (renew || now - last_heartbeat >= std::chrono::seconds(config_.heartbeat_interval_s)) {
       Status st = meta_->Heartbeat();
+      CountJob(kHeartbeat, st);
       if (st.code() == ESTALE) RenewSession();
       else if (!st.ok()) LOG_WARN("session heartbeat: {}", st.ToString());
+      meta::StatFs fs;
+      if (meta_->StatFS(Context::Root(), &fs).ok()) RecordUsage(fs);
       last_heartbeat = now;
     }
     // Others' dead sessions: at least twice per timeout, at most once a minute.
     if (now - last_clean >= std::chrono::seconds(std::clamp(config_.session_timeout_s / 2, 1, 60))) {
       auto c = meta_->CleanStaleSessions(config_.session_timeout_s);
+      CountJob(kSessionClean, c.status());
       if (!c.ok()) LOG_WARN("stale session cleanup: {}", c.status().ToString());
       last_clean = now;
     }
@@ -138,6 +163,7 @@ void Vfs::BackupLoop() {
       auto t0 = std::chrono::steady_clock::now();
       uint64_t inodes = 0;
       auto key = BackupMeta(meta_, store_->store(), config_.backup_keep, &backup_cancel_, &inodes);
+      if (key.status().code() != ECANCELED) CountJob(kBackup, key.status());
       double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       if (key.ok()) {
         LOG_INFO("metadata backup: {} inodes in {:.1f} s -> {}", inodes, secs, *key);
@@ -162,6 +188,7 @@ void Vfs::PurgeTrashJob() {
   }
   if (!*claimed) return;
   auto removed = PurgeTrash(meta_, days, meta::Now().sec, &backup_cancel_);
+  if (removed.status().code() != ECANCELED) CountJob(kTrashPurge, removed.status());
   if (removed.ok()) {
     if (*removed > 0) LOG_INFO("trash: {} expired entries removed", *removed);
   } else if (removed.status().code() != ECANCELED) {

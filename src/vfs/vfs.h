@@ -7,6 +7,7 @@
 // table_mu_, never held while calling into a FileData.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <functional>
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "chunk/chunk_store.h"
+#include "common/metrics.h"
 #include "meta/meta.h"
 #include "vfs/file_data.h"
 #include "vfs/quota.h"
@@ -325,6 +327,26 @@ class Vfs {
   std::thread backup_thread_;
   std::atomic<bool> backup_cancel_{false};  // Stop: an ongoing backup gives up
   bool started_ = false;
+
+  // Background jobs' runs and failures (tessera_background_runs_total{job},
+  // tessera_background_errors_total{job}): a failure a job logs and tries
+  // again later is counted here too.
+  enum Job : size_t { kHeartbeat, kCleanup, kDirStats, kSessionClean, kBackup, kTrashPurge, kQuotaSync, kJobCount };
+  struct JobCounters {
+    metrics::Counter* runs = nullptr;
+    metrics::Counter* errors = nullptr;
+  };
+  std::array<JobCounters, kJobCount> jobs_{};
+  void CountJob(Job job, const Status& st) {
+    jobs_[job].runs->Inc();
+    if (!st.ok()) jobs_[job].errors->Inc();
+  }
+  // The volume's usage, read at every heartbeat and every statfs.
+  metrics::Gauge* used_space_ = nullptr;
+  metrics::Gauge* total_space_ = nullptr;
+  metrics::Gauge* used_inodes_ = nullptr;
+  metrics::Gauge* total_inodes_ = nullptr;
+  void RecordUsage(const meta::StatFs& fs);
 };
 
 }  // namespace tessera::vfs

@@ -29,6 +29,7 @@ void Vfs::QuotaLoop() {
     if (stopping_) break;
     lk.unlock();
     Status st = quotas_.Sync();
+    CountJob(kQuotaSync, st);
     if (st.ok()) {
       if (failures > 0) LOG_INFO("quotas: synced again after {} failed attempt(s)", failures);
       failures = 0;
@@ -41,6 +42,7 @@ void Vfs::QuotaLoop() {
 
 Status Vfs::StatFS(const Context& ctx, Ino ino, meta::StatFs* out) {
   RETURN_IF_ERROR(meta_->StatFS(ctx, out));
+  RecordUsage(*out);
   if (!quotas_.HasDirQuotas()) return Status::OK();
   Ino dir = ino;
   if (ino != meta::kRootIno) {

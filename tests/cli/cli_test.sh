@@ -107,6 +107,18 @@ expect_fail "clone onto an existing name" "already exists" "$T" clone "$MNT/f" "
 expect_fail "clone out of the mount" "not inside a Tessera mount|same mount" "$T" clone "$MNT/f" "$W/x"
 expect_ok "clone" "$T" clone "$MNT/f" "$MNT/f-clone"
 expect_ok "the clone reads the same" cmp "$MNT/f" "$MNT/f-clone"
+# observability: bad input
+expect_fail "stats outside a mount" "not in a Tessera mount" "$T" stats "$W" --count 1
+expect_fail "stats of a missing path" "no such file" "$T" stats "$W/nope" --count 1
+expect_fail "stats with a bad schema" "unknown letter" "$T" stats "$MNT" --schema fz --count 1
+expect_fail "stats with a bad interval" "interval" "$T" stats "$MNT" --interval 0 --count 1
+expect_fail "stats with the wrong prefix" "cannot read .*internal-prefix" "$T" stats "$MNT" --internal-prefix .x- --count 1
+expect_fail "profile outside a mount" "not in a Tessera mount" "$T" profile "$W" --duration 1
+expect_fail "debug outside a mount" "not in a Tessera mount" "$T" debug "$W"
+mkdir -p "$W/empty"
+expect_fail "mount with bad metrics labels" "not a label name" "$T" mount "sqlite3://$W/m.db" "$W/empty" --metrics-labels "a b=1"
+expect_fail "mount with a bad internal prefix" "without '/'" "$T" mount "sqlite3://$W/m.db" "$W/empty" --internal-prefix "a/b"
+expect_ok "status shows the local session's writeback" bash -c "'$T' status 'sqlite3://$W/m.db' | grep -q '\"Writeback\": \"off\"'"
 expect_ok "status is valid JSON" bash -c "'$T' status 'sqlite3://$W/m.db' | python3 -m json.tool >/dev/null"
 # A busy mount names who keeps it busy; a client started from inside a mount
 # (its current directory there) must not keep that mount busy.

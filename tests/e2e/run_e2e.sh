@@ -3,7 +3,7 @@
 # chunk/block boundaries are crossed often).
 # Usage: run_e2e.sh TESSERA_BINARY E2E_BIN_DIR [SUITE...]
 # Suites: posix fsx compact concurrency persist build twomounts crash fsck
-#         faults sessions redis-restart writeback fullbucket gc trash stats rmr warmup quota clone (default: the first nine).
+#         faults sessions redis-restart writeback fullbucket gc trash stats rmr warmup quota clone observe (default: the first nine).
 # The volume's engine and storage (the servers come from tests/tools/with-*.sh):
 #   TESSERA_E2E_META=sqlite (default) | redis ($TESSERA_TEST_REDIS_URL) | postgres ($TESSERA_TEST_PG_URL)
 #   TESSERA_E2E_STORAGE=file (default) | s3 ($TESSERA_TEST_S3_ENDPOINT, AWS_* credentials)
@@ -413,6 +413,9 @@ PY
     ;;
   quota)
     . "$(dirname "$0")/quota_suite.sh"  # directory and user quotas: EDQUOT, df, nested, two mounts, check --repair
+    ;;
+  observe)
+    . "$(dirname "$0")/observe_suite.sh"  # metrics, Prometheus, .accesslog/.stats/.config, stats/profile/debug
     ;;
   stats)
     . "$(dirname "$0")/stats_suite.sh"  # summary / info -r agree with find; crash, fsck --repair
