@@ -482,6 +482,7 @@ ChunkStats ChunkStore::stats() const {
     s.writeback_enabled = true;
     s.staged_blocks = w.pending_blocks;
     s.staged_bytes = w.pending_bytes;
+    s.staged_oldest_wait_seconds = w.oldest_wait_seconds;
     s.staged_uploads = w.uploaded;
     s.staged_upload_failures = w.upload_failures;
   }
@@ -523,6 +524,9 @@ void ChunkStore::EmitMetrics(metrics::Emitter& e) const {
     e.Gauge("tessera_staging_blocks", "Writeback: blocks staged on disk, not uploaded yet", {},
             double(s.staged_blocks));
     e.Gauge("tessera_staging_bytes", "Writeback: bytes staged on disk, not uploaded yet", {}, double(s.staged_bytes));
+    e.Gauge("tessera_staging_oldest_wait_seconds",
+            "Writeback: how long the oldest staged block has waited for an upload worker", {},
+            s.staged_oldest_wait_seconds);
     e.Counter("tessera_staging_uploads_total", "Writeback: staged blocks uploaded", {}, double(s.staged_uploads));
     e.Counter("tessera_staging_upload_failures_total", "Writeback: failed upload attempts (each retried)", {},
               double(s.staged_upload_failures));

@@ -97,6 +97,7 @@ struct ChunkStats {
   bool writeback_enabled = false;
   uint64_t staged_blocks = 0;          // staged, not uploaded yet
   uint64_t staged_bytes = 0;
+  double staged_oldest_wait_seconds = 0;  // see StagingArea::Stats
   uint64_t staged_uploads = 0;         // background uploads done since start
   uint64_t staged_upload_failures = 0; // failed attempts (all retried)
   uint64_t staging_fallbacks = 0;      // blocks uploaded directly: the staging area refused them

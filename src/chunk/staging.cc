@@ -113,7 +113,7 @@ Result<std::unique_ptr<StagingArea>> StagingArea::Open(StagingOptions opts) {
 }
 
 StagingArea::StagingArea(StagingOptions opts, int lock_fd, int dir_fd)
-    : opts_(std::move(opts)), env_(opts_.env), lock_fd_(lock_fd), dir_fd_(dir_fd) {}
+    : opts_(std::move(opts)), env_(opts_.env), started_(env_->Now()), lock_fd_(lock_fd), dir_fd_(dir_fd) {}
 
 StagingArea::~StagingArea() {
   {
@@ -564,6 +564,12 @@ StagingArea::Stats StagingArea::stats() const {
   s.pending_blocks = records_.size();
   s.pending_bytes = pending_bytes_;
   s.packs = packs_.size();
+  if (!queue_.empty()) {
+    // Blocks recovered at open are queued ready at the clock's epoch: count
+    // them from this area's start.
+    const auto ready = std::max(queue_.front().second, started_);
+    s.oldest_wait_seconds = std::max(0.0, std::chrono::duration<double>(env_->Now() - ready).count());
+  }
   return s;
 }
 

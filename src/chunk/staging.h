@@ -95,6 +95,10 @@ class StagingArea {
   struct Stats {
     uint64_t pending_blocks = 0;   // staged, not uploaded yet (in flight included)
     uint64_t pending_bytes = 0;    // their block bytes
+    // How long the oldest block waiting for an upload worker has been
+    // waiting since its --upload-delay ended (staged at this mount's start:
+    // since then); 0 with none waiting.
+    double oldest_wait_seconds = 0;
     uint64_t packs = 0;            // pack files in the directory
     uint64_t staged = 0;           // blocks appended since Open
     uint64_t recovered = 0;        // live blocks found at Open
@@ -179,6 +183,7 @@ class StagingArea {
 
   const StagingOptions opts_;  // immutable
   Env* const env_;             // opts_.env
+  const std::chrono::steady_clock::time_point started_;  // env_ clock
   const int lock_fd_;          // immutable; holds flock on dir/.lock
   const int dir_fd_;           // immutable; the directory, for fsync
 

@@ -4,7 +4,9 @@
 // mount's log and the health of its metadata engine and object store.
 // Secrets are masked (the files it reads mask them already; the log tail
 // is scrubbed of URL passwords again).
+#include <dirent.h>
 #include <fcntl.h>
+#include <sys/wait.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
 #include <unistd.h>
@@ -62,9 +64,12 @@ std::string Tail(const std::string& path, size_t lines) {
     last.push_back(std::move(line));
     if (last.size() > lines) last.pop_front();
   }
-  static const std::regex kPassword(R"(://([^:/@\s]*):[^@\s]*@)");
+  // user:password@ up to the last '@' before the host (a password may hold
+  // '@'), and password=... in a query string.
+  static const std::regex kUserinfo(R"(://([^:/@\s]*):[^/\s]*@)");
+  static const std::regex kQuery(R"(([?&](password|passwd|secret|sk)=)[^&\s]*)", std::regex::icase);
   std::string out;
-  for (auto& l : last) out += std::regex_replace(l, kPassword, "://$1:****@") + "\n";
+  for (auto& l : last) out += std::regex_replace(std::regex_replace(l, kUserinfo, "://$1:****@"), kQuery, "$1****") + "\n";
   return out;
 }
 
@@ -97,6 +102,31 @@ nlohmann::ordered_json Health(const std::string& meta_url) {
   return h;
 }
 
+// tar czf ARCHIVE -C DIR NAME, without a shell.
+Status RunTar(const std::string& archive, const std::string& dir, const std::string& name) {
+  const pid_t pid = fork();
+  if (pid < 0) return Status::Err(errno, "fork");
+  if (pid == 0) {
+    execlp("tar", "tar", "czf", archive.c_str(), "-C", dir.c_str(), name.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  int status = 0;
+  if (waitpid(pid, &status, 0) < 0) return Status::Err(errno, "waitpid");
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return Status::Err(EIO, "tar failed");
+  return Status::OK();
+}
+
+void RemoveTree(const std::string& dir) {
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d)) {
+      const std::string n = e->d_name;
+      if (n != "." && n != "..") unlink((dir + "/" + n).c_str());
+    }
+    closedir(d);
+  }
+  rmdir(dir.c_str());
+}
+
 }  // namespace
 
 int Debug(const DebugArgs& a) {
@@ -108,6 +138,7 @@ int Debug(const DebugArgs& a) {
   if (!config.ok())
     return Fail(config.status().message() +
                 " (only root reads a mount's internal files, unless it was mounted with --internal-files-public)");
+  umask(077);  // the archive holds every user's file names (the access log)
   const std::time_t now = std::time(nullptr);
   char stamp[32];
   std::strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", std::localtime(&now));
@@ -163,12 +194,15 @@ int Debug(const DebugArgs& a) {
   put("log-tail.txt", log_file.empty() ? "(the mount runs in the foreground: its log went to its terminal)\n"
                                        : Tail(log_file, 2000));
   auto state = ReadMountState(*mp);
-  put("health.json", state.ok() ? Health(state->meta_url).dump(2) + "\n"
-                                : "{\"error\": \"" + state.status().message() + " (run as root)\"}\n");
+  nlohmann::ordered_json health;
+  if (state.ok()) health = Health(state->meta_url);
+  else health["error"] = state.status().message() + " (run as root)";
+  put("health.json", health.dump(2) + "\n");
 
   const std::string archive = fmt::format("{}/{}.tar.gz", a.out, name);
-  const std::string cmd = fmt::format("tar czf '{}' -C '{}' '{}' && rm -rf '{}'", archive, a.out, name, dir);
-  if (std::system(cmd.c_str()) != 0) return Fail(fmt::format("cannot write {} (the files are in {})", archive, dir));
+  if (Status st = RunTar(archive, a.out, name); !st.ok())
+    return Fail(fmt::format("cannot write {}: {} (the files are in {})", archive, st.message(), dir));
+  RemoveTree(dir);
   std::printf("%s\n", archive.c_str());
   std::fflush(stdout);
   std::_Exit(0);  // the access log reader may be blocked in read()

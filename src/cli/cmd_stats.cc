@@ -111,7 +111,12 @@ std::vector<Group> AllGroups() {
          [](auto& a, auto& b, double s) { return Count(Delta(a, b, "tessera_object_request_errors_total") / s); }}}},
       {'s', "staging",
        {{"blocks", 6, [](auto&, auto& b, double) { return Count(b.Get("tessera_staging_blocks")); }},
-        {"bytes", 5, [](auto&, auto& b, double) { return Size(b.Get("tessera_staging_bytes")); }}}},
+        {"bytes", 5, [](auto&, auto& b, double) { return Size(b.Get("tessera_staging_bytes")); }},
+        {"wait", 5,
+         [](auto&, auto& b, double) {
+           const double s = b.Get("tessera_staging_oldest_wait_seconds");
+           return s < 0.5 ? std::string("0") : fmt::format("{:.0f}s", s);
+         }}}},
   };
 }
 

@@ -141,8 +141,10 @@ Result<Labels> ParseLabels(const std::string& text) {
     if (!ValidLabelName(k))
       return Status::Err(EINVAL, "--metrics-labels: '" + k + "' is not a label name (letters, digits and _, not "
                                                               "starting with a digit or __)");
-    if (k == "vol_name" || k == "mp")
-      return Status::Err(EINVAL, "--metrics-labels: '" + k + "' is set by Tessera itself");
+    for (const char* own : {"vol_name", "mp", "op", "method", "cache", "job", "engine", "le"})
+      if (k == own) return Status::Err(EINVAL, "--metrics-labels: '" + k + "' is a label of Tessera's own metrics");
+    for (const auto& [name, value] : out)
+      if (name == k) return Status::Err(EINVAL, "--metrics-labels: '" + k + "' given twice");
     out.emplace_back(std::move(k), std::move(v));
   }
   return out;

@@ -13,6 +13,7 @@ AccessLog::AccessLog()
 std::shared_ptr<AccessLog::Reader> AccessLog::Open() {
   auto r = std::make_shared<Reader>();
   std::lock_guard<std::mutex> g(mu_);
+  if (readers_.size() >= size_t(kMaxReaders)) return nullptr;
   readers_.push_back(r);
   readers_count_.fetch_add(1, std::memory_order_relaxed);
   readers_gauge_->Add(1);
@@ -61,6 +62,7 @@ std::string AccessLog::Read(Reader* reader, size_t size, const std::function<boo
   }
   out.append(reader->buf, 0, take);
   reader->buf.erase(0, take);
+  if (out.size() > size) out.resize(size);  // a notice longer than the whole read
   return out;
 }
 

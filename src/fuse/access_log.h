@@ -30,13 +30,18 @@ class AccessLog {
     uint64_t dropped = 0;   // lines lost since the last read; guarded by mu_
   };
 
+  // Readers at once: each one waiting holds a FUSE worker thread.
+  static constexpr int kMaxReaders = 8;
+
   bool active() const { return readers_count_.load(std::memory_order_relaxed) > 0; }
+  // nullptr when kMaxReaders readers have it open already.
   std::shared_ptr<Reader> Open();
   void Close(const std::shared_ptr<Reader>& reader);
   // Appends line (with its '\n') for every reader.
   void Write(const std::string& line);
   // Up to `size` bytes of whole lines, waiting while there are none;
-  // returns "" only when interrupted() says the request was interrupted.
+  // returns "" only when interrupted() says the request was interrupted
+  // (or the mount is going away).
   std::string Read(Reader* reader, size_t size, const std::function<bool()>& interrupted);
 
  private:

@@ -248,7 +248,11 @@ void OpLookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
       return ReplyInternalEntry(req, internal);
     }
   }
-  if (st.code() == ENOENT && V(req)->config().negative_timeout > 0) {
+  // A "no such name" for an internal name is not cached: the kernel's
+  // negative entries are shared by every user, and root must still find
+  // the internal file after another user's lookup.
+  if (st.code() == ENOENT && V(req)->config().negative_timeout > 0 &&
+      !(parent == meta::kRootIno && Internal(req)->Find(name) != 0)) {
     t_result = ENOENT;
     fuse_entry_param e;
     std::memset(&e, 0, sizeof(e));
@@ -382,7 +386,7 @@ void OpOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     fi->direct_io = 1;  // the size is 0: reads must reach us
     fi->nonseekable = h->kind == InternalFiles::kAccessLog;
     InternalFiles* internal = Internal(req);  // req is freed by the reply
-    if (fuse_reply_open(req, fi) == -ENOENT) internal->Release(h);
+    if (fuse_reply_open(req, fi) != 0) internal->Release(h);
     return;
   }
   vfs::Handle* h = nullptr;
@@ -419,7 +423,10 @@ void OpRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_in
   OpScope scope(req, kRead, "{},{},{}", ino, size, off);
   if (IsInternal(ino)) {
     scope.Internal();
-    std::string data = Internal(req)->Read(IH(fi), uint64_t(off), size, [req] { return fuse_req_interrupted(req) != 0; });
+    fuse_session* se = S(req)->se;
+    std::string data = Internal(req)->Read(IH(fi), uint64_t(off), size, [req, se] {
+      return fuse_req_interrupted(req) != 0 || (se && fuse_session_exited(se) != 0);
+    });
     if (data.empty() && IH(fi)->kind == InternalFiles::kAccessLog) return ReplyErrno(req, EINTR);
     fuse_reply_buf(req, data.data(), data.size());
     return;
@@ -583,7 +590,10 @@ void OpGetxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
 
 void OpListxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
   OpScope scope(req, kListxattr, "{},{}", ino, size);
-  if (IsInternal(ino)) return size == 0 ? (void)fuse_reply_xattr(req, 0) : (void)fuse_reply_buf(req, nullptr, 0);
+  if (IsInternal(ino)) {
+    scope.Internal();
+    return size == 0 ? (void)fuse_reply_xattr(req, 0) : (void)fuse_reply_buf(req, nullptr, 0);
+  }
   std::vector<std::string> names;
   Status st = V(req)->ListXattr(Ctx(req), ino, &names);
   if (!st.ok()) return ReplyErr(req, st);
@@ -678,7 +688,10 @@ void OpFallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t l
 void OpCopyFileRange(fuse_req_t req, fuse_ino_t ino_in, off_t off_in, fuse_file_info* fi_in, fuse_ino_t ino_out,
                      off_t off_out, fuse_file_info* fi_out, size_t len, int flags) {
   OpScope scope(req, kCopyFileRange, "{},{},{},{},{}", ino_in, off_in, ino_out, off_out, len);
-  if (IsInternal(ino_in) || IsInternal(ino_out)) return ReplyErrno(req, EXDEV);
+  if (IsInternal(ino_in) || IsInternal(ino_out)) {
+    scope.Internal();
+    return ReplyErrno(req, EXDEV);
+  }
   if (flags != 0) return ReplyErrno(req, EINVAL);
   auto n = V(req)->CopyFileRange(Ctx(req), H(fi_in), uint64_t(off_in), H(fi_out), uint64_t(off_out), len);
   if (!n.ok()) return ReplyErr(req, n.status());

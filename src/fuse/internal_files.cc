@@ -48,6 +48,7 @@ Status InternalFiles::Open(const meta::Context& ctx, meta::Ino ino, int flags, H
       break;
     case kAccessLog:
       h->reader = log_.Open();
+      if (!h->reader) return Status::Err(EBUSY, "too many readers of the access log");
       break;
   }
   *out = h.release();

@@ -33,13 +33,13 @@ DataPath::DataPath(meta::Meta* meta, chunk::ChunkStore* store, size_t buffer_lim
       store_(store),
       buffer_limit_(buffer_limit),
       file_buffer_limit_(file_buffer_limit),
-      pool_(max_uploads),
       m_{metrics::NewCounter("tessera_buffer_waits_total", "Writes that waited for room in the write buffer"),
          metrics::NewCounter("tessera_buffer_wait_nanoseconds_total", "Time writes waited for room in the write buffer"),
          metrics::NewCounter("tessera_readahead_blocks_total", "Blocks read ahead (read-ahead and --prefetch)"),
          metrics::NewCounter("tessera_compactions_total", "Chunks compacted"),
          metrics::NewCounter("tessera_compaction_slices_total", "Slices of the chunks compacted"),
-         metrics::NewCounter("tessera_compaction_failures_total", "Compactions that failed (not counting races lost)")} {
+         metrics::NewCounter("tessera_compaction_failures_total", "Compactions that failed (not counting races lost)")},
+      pool_(max_uploads) {
   if (store_->writeback()) deferrer_ = std::thread([this] { DeferLoop(); });
   metrics_ = metrics::Registry::Global().AddCollector([this](metrics::Emitter& e) { EmitMetrics(e); });
 }

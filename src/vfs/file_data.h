@@ -158,12 +158,6 @@ class DataPath {
   bool stopping_ = false;  // guarded by mu_
   std::condition_variable defer_cv_;  // stopping_ was set
   std::thread deferrer_;   // writeback only: runs DeferLoop
-  TaskPool deleter_{1};
-  TaskPool notifier_{1};
-  TaskPool compactor_{1};  // last four: their workers finish before the rest goes
-  TaskPool pool_;
-  TaskPool committer_{2};  // background commits wait for uploads in pool_
-
   // Metrics (docs/operations.md "Metrics").
   struct Metrics {
     metrics::Counter* buffer_waits;        // writers that waited for the buffer budget
@@ -174,6 +168,12 @@ class DataPath {
     metrics::Counter* compaction_failures;
   };
   const Metrics m_;
+  TaskPool deleter_{1};
+  TaskPool notifier_{1};
+  TaskPool compactor_{1};  // last four: their workers finish before the rest goes
+  TaskPool pool_;
+  TaskPool committer_{2};  // background commits wait for uploads in pool_
+
   void EmitMetrics(metrics::Emitter& e) const;
   metrics::Registration metrics_;  // last: stops first
 };

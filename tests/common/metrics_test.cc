@@ -75,6 +75,9 @@ TEST(MetricsTest, ParseLabels) {
   EXPECT_EQ(ParseLabels("1x=a").status().code(), EINVAL);
   EXPECT_EQ(ParseLabels("a-b=c").status().code(), EINVAL);
   EXPECT_EQ(ParseLabels("vol_name=x").status().code(), EINVAL);  // Tessera's own
+  EXPECT_EQ(ParseLabels("op=x").status().code(), EINVAL);        // a metric's own label
+  EXPECT_EQ(ParseLabels("le=1").status().code(), EINVAL);
+  EXPECT_EQ(ParseLabels("a=1,a=2").status().code(), EINVAL);     // twice
 }
 
 // Fetches http://127.0.0.1:port/metrics with a plain socket.

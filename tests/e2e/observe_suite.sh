@@ -82,7 +82,7 @@ creates=$(promq 'sum(rate(tessera_fuse_op_duration_seconds_count{op="create",e2e
 puts=$(promq 'sum(rate(tessera_object_request_duration_seconds_count{method="put"}[5s]))')
 up=$(promq 'up{job="tessera"}')
 wait $LOAD
-kill $PROM_PID 2>/dev/null; wait $PROM_PID 2>/dev/null || true
+kill $PROM_PID 2>/dev/null || true; wait $PROM_PID 2>/dev/null || true
 created=$(cat "$WORK/prom/created")
 actual=$(python3 -c "print($created / 12)")
 log "observe: prometheus: up $up, creates/s $creates, PUTs/s $puts; the load did $actual creates/s"
@@ -105,7 +105,7 @@ for _ in $(seq 1 50); do [ "$(metric tessera_accesslog_readers)" -ge 1 ] && brea
 stat "$o/logged" >/dev/null
 cat "$o/logged" >/dev/null
 sleep 0.5
-kill $AL; wait $AL 2>/dev/null || true
+kill $AL 2>/dev/null || true; wait $AL 2>/dev/null || true
 grep -q 'lookup ([0-9]*,"logged"): OK' "$WORK/accesslog.txt" || { head "$WORK/accesslog.txt"; fail "no lookup of 'logged' in .accesslog"; }
 grep -q '\] read ([0-9]*,[0-9]*,0): OK <' "$WORK/accesslog.txt" || fail "no read in .accesslog"
 grep -q '\[uid:0,gid:0,pid:[0-9]*\]' "$WORK/accesslog.txt" || fail "no caller in .accesslog"
@@ -171,7 +171,7 @@ for _ in $(seq 1 50); do ss -ltn | grep -q ":$BUSY " && break; sleep 0.1; done
 out=$("$TESSERA" mount "$META" "$MNT" -d --log "$WORK/mount.log" --metrics "127.0.0.1:$BUSY" 2>&1) &&
   fail "mount with --metrics on a busy port succeeded"
 case $out in *"cannot listen"*) ;; *) fail "busy port: unclear error: $out" ;; esac
-kill $HOLD; wait $HOLD 2>/dev/null || true
+kill $HOLD 2>/dev/null || true; wait $HOLD 2>/dev/null || true
 mountpoint -q "$MNT" && fail "mounted anyway"
 out=$("$TESSERA" mount "$META" "$MNT" -d --log "$WORK/mount.log" --metrics "not-an-address" 2>&1) &&
   fail "mount with a bad --metrics succeeded"
