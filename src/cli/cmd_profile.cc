@@ -35,7 +35,18 @@ struct Tally {
 
 struct Profile {
   std::map<std::string, Tally> ops, targets, processes;
+  // What the log's entry replies taught: inode -> (parent, name).
+  std::map<std::string, std::pair<std::string, std::string>> names;
   uint64_t lines = 0;
+
+  // The path of an inode as far as the log has shown it, else "inode N".
+  std::string PathOf(const std::string& ino, int depth = 0) const {
+    if (ino == "1") return "/";
+    auto it = names.find(ino);
+    if (it == names.end() || depth > 64) return "inode " + ino;
+    const std::string parent = PathOf(it->second.first, depth + 1);
+    return (parent == "/" ? "" : parent) + "/" + it->second.second;
+  }
 };
 
 // "2026.12.01 21:50:03.123456 [uid:0,gid:0,pid:1234] lookup (1,"a"): OK <0.000012>"
@@ -53,15 +64,27 @@ bool ParseLine(const std::string& line, Profile* p) {
   const std::string args = line.substr(op_end + 2, colon - op_end - 2);
   const std::string result = line.substr(colon + 3, lt - colon - 3);
   const double secs = std::strtod(line.c_str() + lt + 2, nullptr);
-  // The target: the inode, and the name when the operation has one.
-  std::string target = args.substr(0, args.find(','));
+  // The target: a path when the log taught it (entry replies name their
+  // inode: "OK [ino N]"), else the inode; with the name for name operations.
+  const std::string first = args.substr(0, args.find(','));
+  std::string target = p->PathOf(first);
   if (op == "lookup" || op == "create" || op == "mknod" || op == "mkdir" || op == "unlink" || op == "rmdir" ||
-      op == "rename" || op == "symlink") {
+      op == "rename" || op == "symlink" || op == "link") {
     const size_t q = args.find('"');
     const size_t q2 = q == std::string::npos ? q : args.find('"', q + 1);
-    if (q2 != std::string::npos) target += "/" + args.substr(q + 1, q2 - q - 1);
+    if (q2 != std::string::npos) {
+      const std::string name = args.substr(q + 1, q2 - q - 1);
+      // link's first argument is the inode; its new parent comes second.
+      const std::string parent = op == "link" ? args.substr(first.size() + 1, args.find(',', first.size() + 1) - first.size() - 1) : first;
+      target = (op == "link" ? p->PathOf(parent) : target);
+      target = (target == "/" ? "" : target) + "/" + name;
+      if (result.starts_with("OK [ino ")) {
+        const std::string ino = result.substr(8, result.size() - 9);
+        p->names[ino] = {parent, name};
+      }
+    }
   }
-  const bool error = result != "OK";
+  const bool error = !result.starts_with("OK");
   for (auto* t : {&p->ops[op], &p->targets[target], &p->processes[pid]}) {
     ++t->count;
     t->errors += error;
@@ -74,10 +97,14 @@ bool ParseLine(const std::string& line, Profile* p) {
 void PrintTop(const char* title, const std::map<std::string, Tally>& m, size_t top) {
   std::vector<std::pair<std::string, Tally>> v(m.begin(), m.end());
   std::sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.second.seconds > b.second.seconds; });
-  std::printf("%-24s %10s %8s %12s %10s\n", title, "count", "errors", "total (s)", "avg (ms)");
+  size_t width = 24;
+  for (size_t i = 0; i < v.size() && i < top; ++i) width = std::max(width, std::min<size_t>(v[i].first.size(), 60));
+  std::printf("%-*s %10s %8s %12s %10s\n", int(width), title, "count", "errors", "total (s)", "avg (ms)");
   for (size_t i = 0; i < v.size() && i < top; ++i) {
     const Tally& t = v[i].second;
-    std::printf("%-24s %10llu %8llu %12.3f %10.3f\n", v[i].first.substr(0, 24).c_str(), (unsigned long long)t.count,
+    std::string name = v[i].first;
+    if (name.size() > width) name = "..." + name.substr(name.size() - width + 3);  // keep the end of a long path
+    std::printf("%-*s %10llu %8llu %12.3f %10.3f\n", int(width), name.c_str(), (unsigned long long)t.count,
                 (unsigned long long)t.errors, t.seconds, t.count ? t.seconds * 1000 / double(t.count) : 0.0);
   }
   std::printf("\n");
@@ -133,7 +160,7 @@ int ProfileCmd(const ProfileArgs& a) {
   std::lock_guard<std::mutex> g(mu);
   std::printf("%llu requests\n\n", (unsigned long long)profile.lines);
   PrintTop("operation", profile.ops, a.top);
-  PrintTop("inode[/name]", profile.targets, a.top);
+  PrintTop("path", profile.targets, a.top);
   PrintTop("process id", profile.processes, a.top);
   std::fflush(stdout);
   std::_Exit(0);  // the reader may be blocked in read(): the kernel interrupts it

@@ -1,7 +1,8 @@
 // The .accesslog file: while at least one reader has it open, every FUSE
 // request served is written to each reader as one line
 //   2026.12.01 21:50:03.123456 [uid:0,gid:0,pid:1234] lookup (1,"a.txt"): OK <0.000012>
-// (time of the reply, caller, operation, arguments, result, seconds taken).
+// (time of the reply, caller, operation, arguments, result — "OK [ino N]"
+// for replies naming an inode — and seconds taken).
 // With no reader, a request costs one relaxed atomic load. A reader that
 // falls behind by more than kMaxBuffered bytes loses lines; the next read
 // says how many.

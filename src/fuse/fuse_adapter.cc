@@ -105,6 +105,8 @@ fuse_entry_param MakeEntry(fuse_req_t req, Ino ino, const Attr& a) {
 
 // The result of the request this thread is serving (for OpScope).
 thread_local int t_result = 0;
+// The inode an entry reply named (lookup, create, mkdir, ...), for the log.
+thread_local Ino t_entry = 0;
 
 // Times one request into its operation's histogram, counts its failure
 // (ENOENT is an answer, not counted) and, while .accesslog has a reader,
@@ -115,6 +117,7 @@ class OpScope {
   OpScope(fuse_req_t req, FuseOp op, fmt::format_string<Args...> f, Args&&... args)
       : state_(S(req)), op_(op), start_(std::chrono::steady_clock::now()) {
     t_result = 0;
+    t_entry = 0;
     if (state_->internal->access_log().active()) {
       const fuse_ctx* c = fuse_req_ctx(req);
       uid_ = c->uid, gid_ = c->gid, pid_ = c->pid;
@@ -149,7 +152,10 @@ class OpScope {
     state_->internal->access_log().Write(fmt::format(
         "{:04}.{:02}.{:02} {:02}:{:02}:{:02}.{:06} [uid:{},gid:{},pid:{}] {} ({}): {} <{:.6f}>\n", tm.tm_year + 1900,
         tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, now.tv_nsec / 1000, uid_, gid_, pid_,
-        kFuseOpNames[op_], args_, t_result == 0 ? std::string("OK") : name ? std::string(name) : std::to_string(t_result),
+        kFuseOpNames[op_], args_,
+        t_result != 0 ? (name ? std::string(name) : std::to_string(t_result))
+        : t_entry != 0 ? fmt::format("OK [ino {}]", t_entry)
+                       : std::string("OK"),
         std::chrono::duration<double>(elapsed).count()));
   }
 
@@ -192,6 +198,7 @@ void ReplyInternalEntry(fuse_req_t req, Ino ino) {
 
 void ReplyEntry(fuse_req_t req, const Status& st, Ino ino, const Attr& a) {
   if (!st.ok()) return ReplyErr(req, st);
+  t_entry = ino;
   fuse_entry_param e = MakeEntry(req, ino, a);
   // Count the kernel's reference before it can act on the reply (an rmdir
   // racing with our bookkeeping would otherwise delete a referenced inode).
@@ -408,6 +415,7 @@ void OpCreate(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, 
   Attr a;
   Status st = V(req)->Create(Ctx(req), parent, name, mode, 0, fi->flags, &h, &ino, &a);
   if (!st.ok()) return ReplyErr(req, st);
+  t_entry = ino;
   fuse_entry_param e = MakeEntry(req, ino, a);
   fi->fh = reinterpret_cast<uint64_t>(h);
   fi->keep_cache = 0;
