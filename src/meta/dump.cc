@@ -282,6 +282,22 @@ Status Dump(Meta* meta, const DumpOptions& opts, const LineWriter& out, DumpStat
       if (!attr.IsDir()) return Status::Err(ENOTDIR, opts.subdir + " is not a directory");
     }
   }
+  // Quotas (not part of the tree's snapshot: limits change rarely, and
+  // usage is approximate anyway, docs/format.md §3d). A dump of a subtree
+  // carries none: its inode numbers change when it is loaded.
+  Json quotas = Json::array();
+  if (top == kRootIno) {
+    std::vector<std::pair<QuotaKey, Quota>> list;
+    RETURN_IF_ERROR(meta->ListQuotas(&list).With("listing quotas"));
+    for (const auto& [key, q] : list) {
+      quotas.push_back({{"kind", key.kind == QuotaKind::kDir ? "dir" : key.kind == QuotaKind::kUser ? "user" : "group"},
+                        {"id", key.id},
+                        {"max_space", q.max_space},
+                        {"max_inodes", q.max_inodes},
+                        {"used_space", q.used_space},
+                        {"used_inodes", q.used_inodes}});
+    }
+  }
   int attempts = 0;
   return meta->ReadTree([&](TreeReader& r) -> Status {
     if (++attempts > 1)
@@ -298,6 +314,7 @@ Status Dump(Meta* meta, const DumpOptions& opts, const LineWriter& out, DumpStat
     head["setting"] = Json::parse(format.ToJson());
     head["counters"] = std::move(counters);
     head["root"] = top;
+    if (!quotas.empty()) head["quotas"] = quotas;
     RETURN_IF_ERROR(d.Line(head));
     RETURN_IF_ERROR(d.Tree(r, top));
     Json end;
@@ -357,6 +374,7 @@ class Loader {
       for (const auto& [name, v] : counters_) RETURN_IF_ERROR(w.PutCounter(name, v));
       return w.PutSetting(format_);
     }));
+    for (const auto& [key, quota] : quotas_) RETURN_IF_ERROR(meta_->SetQuota(key, quota, true).With("loading a quota"));
     *format = format_;
     if (opts_.progress) opts_.progress(*stats_);
     return Status::OK();
@@ -368,6 +386,7 @@ class Loader {
   }
 
   Ino Map(Ino ino) const { return ino == root_ ? kRootIno : ino; }
+  std::vector<std::pair<QuotaKey, Quota>> quotas_;  // from the head, set once the tree is in
 
   Status Head(const Json& j) {
     if (!j.contains("tessera_dump")) return Bad("not a Tessera metadata dump (its first record has no \"tessera_dump\")");
@@ -378,6 +397,24 @@ class Loader {
     ASSIGN_OR_RETURN(format_, Format::FromJson(j.at("setting").dump()));
     for (const char* name : kCounters) counters_[name] = j.at("counters").value(name, int64_t(0));
     root_ = j.at("root").get<Ino>();
+    if (j.contains("quotas")) {
+      for (const Json& q : j["quotas"]) {
+        const std::string kind = q.at("kind").get<std::string>();
+        QuotaKey key;
+        if (kind == "dir") key.kind = QuotaKind::kDir;
+        else if (kind == "user") key.kind = QuotaKind::kUser;
+        else if (kind == "group") key.kind = QuotaKind::kGroup;
+        else return Bad("unknown quota kind '" + kind + "'");
+        key.id = q.at("id").get<uint64_t>();
+        if (key.kind == QuotaKind::kDir) key.id = Map(Ino(key.id));
+        Quota quota;
+        quota.max_space = q.at("max_space").get<int64_t>();
+        quota.max_inodes = q.at("max_inodes").get<int64_t>();
+        quota.used_space = q.value("used_space", int64_t(0));
+        quota.used_inodes = q.value("used_inodes", int64_t(0));
+        quotas_.emplace_back(key, quota);
+      }
+    }
     return Status::OK();
   }
 

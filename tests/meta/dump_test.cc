@@ -237,6 +237,38 @@ TEST_P(DumpTest, RoundTripGivesTheSameDumpAndTree) {
   }
 }
 
+TEST_P(DumpTest, QuotasTravelWithAWholeVolumeDump) {
+  ASSERT_NO_FATAL_FAILURE(BuildTree());
+  Ino d1 = 0;
+  Attr a;
+  ASSERT_OK(src_->Lookup(Context::Root(), kRootIno, "d1", &d1, &a));
+  const QuotaKey dir{QuotaKind::kDir, d1}, user{QuotaKind::kUser, 1000}, group{QuotaKind::kGroup, 50};
+  ASSERT_OK(src_->SetQuota(dir, Quota{10 << 20, 100, 12345, 7}, true));
+  ASSERT_OK(src_->SetQuota(user, Quota{0, 5, 0, 2}, true));
+  ASSERT_OK(src_->SetQuota(group, Quota{1 << 30, 0, 4096, 1}, true));
+  std::vector<std::string> lines;
+  ASSERT_OK(DumpLines(src_.get(), &lines));
+  EXPECT_NE(lines.front().find("\"quotas\""), std::string::npos) << lines.front();
+  auto dst = OpenFresh();
+  ASSERT_OK(LoadLines(dst.get(), lines));
+  std::vector<std::pair<QuotaKey, Quota>> want, got;
+  ASSERT_OK(src_->ListQuotas(&want));
+  ASSERT_OK(dst->ListQuotas(&got));
+  ASSERT_EQ(got.size(), 3u);
+  std::sort(want.begin(), want.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+  std::sort(got.begin(), got.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_TRUE(got[i].first == want[i].first);
+    EXPECT_EQ(got[i].second.max_space, want[i].second.max_space);
+    EXPECT_EQ(got[i].second.max_inodes, want[i].second.max_inodes);
+    EXPECT_EQ(got[i].second.used_space, want[i].second.used_space);
+    EXPECT_EQ(got[i].second.used_inodes, want[i].second.used_inodes);
+  }
+  // A subtree's dump carries none (its inode numbers change on load).
+  ASSERT_OK(DumpLines(src_.get(), &lines, "/d1/"));
+  EXPECT_EQ(lines.front().find("\"quotas\""), std::string::npos);
+}
+
 TEST_P(DumpTest, SubdirBecomesTheRoot) {
   ASSERT_NO_FATAL_FAILURE(BuildTree());
   std::vector<std::string> lines;
