@@ -29,18 +29,27 @@ std::unordered_map<Ino, DirStat> DirStatBuffer::Take() {
   std::unordered_map<Ino, DirStat> out;
   out.swap(pending_);
   std::erase_if(out, [](const auto& kv) { return kv.second == DirStat{}; });
+  for (const auto& [dir, d] : out) inflight_[dir] += d;
   return out;
 }
 
 void DirStatBuffer::Restore(const std::unordered_map<Ino, DirStat>& taken) {
   std::lock_guard<std::mutex> g(mu_);
   for (const auto& [dir, d] : taken) pending_[dir] += d;
+  inflight_.clear();
+}
+
+void DirStatBuffer::Done() {
+  std::lock_guard<std::mutex> g(mu_);
+  inflight_.clear();
 }
 
 DirStat DirStatBuffer::Pending(Ino dir) const {
   std::lock_guard<std::mutex> g(mu_);
-  auto it = pending_.find(dir);
-  return it == pending_.end() ? DirStat{} : it->second;
+  DirStat d;
+  if (auto it = pending_.find(dir); it != pending_.end()) d += it->second;
+  if (auto it = inflight_.find(dir); it != inflight_.end()) d += it->second;
+  return d;
 }
 
 UsageRecords ExpectedUsage(const std::unordered_map<Ino, Attr>& attrs, const std::vector<EntryTriple>& entries) {

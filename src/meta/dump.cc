@@ -263,6 +263,10 @@ class Dumper {
 
 Status Dump(Meta* meta, const DumpOptions& opts, const LineWriter& out, DumpStats* stats) {
   ASSIGN_OR_RETURN(Format format, meta->Load());
+  // This client's batched statistics and usage counters first, so that the
+  // dump's counters match its tree (other clients' may lag a second; load
+  // recounts usedSpace and totalInodes anyway).
+  RETURN_IF_ERROR(meta->FlushDirStats().With("writing pending statistics"));
   Ino top = kRootIno;
   std::string sub = opts.subdir;
   while (!sub.empty() && sub.back() == '/') sub.pop_back();

@@ -310,6 +310,11 @@ Status KvMeta::FlushDirStats() {
         for (const auto& [dir, d] : doubtful_) changes[dir] += d;
     }
     for (const auto& [dir, d] : changes) {
+      if (dir == kVolumeUsage) {
+        if (d.space != 0) RETURN_IF_ERROR(IncrTx(tx, kUsedSpace, d.space));
+        if (d.inodes != 0) RETURN_IF_ERROR(IncrTx(tx, kTotalInodes, d.inodes));
+        continue;
+      }
       Attr attr;
       Status a = GetAttrTx(tx, dir, &attr);
       if (a.not_found()) continue;  // removed meanwhile (its record went with it)
@@ -325,7 +330,9 @@ Status KvMeta::FlushDirStats() {
   });
   if (st.ok()) {
     doubtful_.clear();
+    dirstats_.Done();
   } else if (st.outcome_unknown()) {
+    dirstats_.Done();
     // Maybe written: the next flush looks for this one's mark, and applies
     // these changes only if it is not there (never lost, never twice).
     for (const auto& [dir, d] : pending) doubtful_[dir] += d;
@@ -418,6 +425,9 @@ Status KvMeta::StatFS(const Context& ctx, StatFs* out) {
         return Status::OK();
       },
       true));
+  const DirStat mine = dirstats_.Pending(kVolumeUsage);  // this client's unflushed changes
+  used += mine.space;
+  inodes += mine.inodes;
   FillStatFs(limits_.Capacity(), limits_.Inodes(), used, inodes, out);
   return Status::OK();
 }
@@ -564,7 +574,7 @@ Status KvMeta::Truncate(const Context& ctx, Ino ino, uint64_t length, bool check
     int64_t delta = int64_t(Align4K(length)) - int64_t(Align4K(attr.length));
     RETURN_IF_ERROR(CheckSpaceTx(tx, delta));
     RETURN_IF_ERROR(TruncateChunksTx(tx, ino, attr.length, length));
-    RETURN_IF_ERROR(IncrTx(tx, kUsedSpace, delta));
+    deltas->emplace_back(kVolumeUsage, DirStat{0, delta, 0});
     const uint64_t old_len = attr.length;
     attr.length = length;
     RETURN_IF_ERROR(ChargeLengthTx(tx, ino, attr, old_len, deltas));
@@ -595,7 +605,7 @@ Status KvMeta::Fallocate(const Context& ctx, Ino ino, int mode, uint64_t off, ui
       RETURN_IF_ERROR(AppendHoleTx(tx, ino, off, std::min(end, attr.length)));
     bool changed = (mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE)) != 0;
     if (grows) {
-      RETURN_IF_ERROR(IncrTx(tx, kUsedSpace, delta));
+      deltas->emplace_back(kVolumeUsage, DirStat{0, delta, 0});
       const uint64_t old_len = attr.length;
       attr.length = end;
       RETURN_IF_ERROR(ChargeLengthTx(tx, ino, attr, old_len, deltas));
@@ -647,7 +657,7 @@ Status KvMeta::Mknod(const Context& ctx, Ino parent, const std::string& name, ui
     if (type == S_IFDIR) pattr.nlink++;
     pattr.mtime = pattr.ctime = now;
     RETURN_IF_ERROR(PutAttrTx(tx, parent, pattr));
-    RETURN_IF_ERROR(IncrTx(tx, kTotalInodes, 1));
+    deltas->emplace_back(kVolumeUsage, DirStat{0, 0, 1});
     deltas->emplace_back(parent, EntryUsage(a));
     *ino = new_ino;
     *attr = a;
@@ -679,7 +689,8 @@ Status KvMeta::EnsureTrash() {
     root.nlink++;
     RETURN_IF_ERROR(PutAttrTx(tx, kRootIno, root));
     deltas->emplace_back(kRootIno, EntryUsage(trash));
-    return IncrTx(tx, kTotalInodes, 1);
+    deltas->emplace_back(kVolumeUsage, DirStat{0, 0, 1});
+    return Status::OK();
   });
 }
 
@@ -703,7 +714,7 @@ Result<bool> KvMeta::TrashTx(kv::Txn& tx, const Context& ctx, Ino parent, const 
     trash.nlink++;
     trash.mtime = trash.ctime = now;
     RETURN_IF_ERROR(PutAttrTx(tx, kTrashIno, trash));
-    RETURN_IF_ERROR(IncrTx(tx, kTotalInodes, 1));
+    deltas->emplace_back(kVolumeUsage, DirStat{0, 0, 1});
     deltas->emplace_back(kTrashIno, EntryUsage(hattr));
   } else {
     RETURN_IF_ERROR(st);
@@ -745,7 +756,7 @@ Status KvMeta::Unlink(const Context& ctx, Ino parent, const std::string& name) {
       return PutAttrTx(tx, ino, attr);
     }
     ASSIGN_OR_RETURN(bool trashed, TrashTx(tx, ctx, parent, name, ino, &attr, now, deltas));
-    return trashed ? Status::OK() : ReleaseInodeTx(tx, ino, attr);
+    return trashed ? Status::OK() : ReleaseInodeTx(tx, ino, attr, deltas);
   });
 }
 
@@ -771,7 +782,7 @@ Status KvMeta::Rmdir(const Context& ctx, Ino parent, const std::string& name) {
     attr.nlink = 0;
     attr.ctime = now;
     ASSIGN_OR_RETURN(bool trashed, TrashTx(tx, ctx, parent, name, ino, &attr, now, deltas));
-    return trashed ? Status::OK() : ReleaseInodeTx(tx, ino, attr);
+    return trashed ? Status::OK() : ReleaseInodeTx(tx, ino, attr, deltas);
   });
 }
 
@@ -887,7 +898,7 @@ Status KvMeta::Rename(const Context& ctx, Ino psrc, const std::string& nsrc, Ino
           RETURN_IF_ERROR(PutAttrTx(tx, dino, dattr));
         } else {
           ASSIGN_OR_RETURN(bool trashed, TrashTx(tx, ctx, pdst, ndst, dino, &dattr, now, deltas));
-          if (!trashed) RETURN_IF_ERROR(ReleaseInodeTx(tx, dino, dattr));
+          if (!trashed) RETURN_IF_ERROR(ReleaseInodeTx(tx, dino, dattr, deltas));
         }
       }
       if (sattr.IsDir() && psrc != pdst) {
@@ -1003,7 +1014,7 @@ Status KvMeta::ReleaseSustained(const std::vector<Ino>& inodes) {
       Status st = GetAttrTx(tx, ino, &attr);
       if (st.not_found()) continue;
       RETURN_IF_ERROR(st);
-      if (attr.nlink == 0) RETURN_IF_ERROR(DeleteInodeTx(tx, ino, attr));
+      if (attr.nlink == 0) RETURN_IF_ERROR(DeleteInodeTx(tx, ino, attr, nullptr));
     }
     return Status::OK();
   });
@@ -1044,7 +1055,8 @@ Status KvMeta::ListChunks(Ino ino, uint32_t from, uint32_t limit, std::vector<ui
 Result<uint64_t> KvMeta::UsedSpaceTx(kv::Txn& tx) {
   auto used = tx.Get(CounterKey(kUsedSpace));  // absent until the first byte is written
   if (!used.ok() && !used.status().not_found()) return used.status();
-  return used.ok() ? uint64_t(std::max<int64_t>(DecodeI64(*used), 0)) : 0;
+  const int64_t engine = used.ok() ? DecodeI64(*used) : 0;
+  return uint64_t(std::max<int64_t>(engine + dirstats_.Pending(kVolumeUsage).space, 0));
 }
 
 Status KvMeta::CheckSpaceTx(kv::Txn& tx, int64_t delta) {
@@ -1069,7 +1081,7 @@ Status KvMeta::WriteSlices(const Context& ctx, Ino ino, const std::vector<SliceW
     if (end > attr.length) {
       int64_t delta = int64_t(Align4K(end)) - int64_t(Align4K(attr.length));
       RETURN_IF_ERROR(CheckSpaceTx(tx, delta));
-      RETURN_IF_ERROR(IncrTx(tx, kUsedSpace, delta));
+      deltas->emplace_back(kVolumeUsage, DirStat{0, delta, 0});
       const uint64_t old_len = attr.length;
       attr.length = end;
       RETURN_IF_ERROR(ChargeLengthTx(tx, ino, attr, old_len, deltas));

@@ -115,8 +115,10 @@ class KvMeta final : public Meta {
   // Drops an inode whose nlink reached 0 inside the transaction: kept as
   // "sustained" if open in this client, else its records go and its data is
   // queued for reclaiming.
-  Status ReleaseInodeTx(kv::Txn& tx, Ino ino, const Attr& attr);
-  Status DeleteInodeTx(kv::Txn& tx, Ino ino, const Attr& attr);
+  // deltas: where the volume's usage change goes (batched, kVolumeUsage);
+  // nullptr: into the counters in this transaction.
+  Status ReleaseInodeTx(kv::Txn& tx, Ino ino, const Attr& attr, StatDeltas* deltas);
+  Status DeleteInodeTx(kv::Txn& tx, Ino ino, const Attr& attr, StatDeltas* deltas);
   // With the trash on, moves an inode whose last name went (attr: its nlink
   // at 0) into the trash's directory of this hour; false: the caller
   // deletes it (trash off, ctx.no_trash, or removed from the trash).

@@ -83,7 +83,8 @@ Status KvMeta::Clone(const Context& ctx, Ino src, Ino parent, const std::string&
     if (const uint64_t limit = limits_.Inodes()) {
       auto used = tx.Get(CounterKey(kTotalInodes));
       if (!used.ok() && !used.status().not_found()) return used.status();
-      if (uint64_t(used.ok() ? DecodeI64(*used) : 0) + items.size() > limit) return Status::Err(ENOSPC);
+      const int64_t now_used = (used.ok() ? DecodeI64(*used) : 0) + dirstats_.Pending(kVolumeUsage).inodes;
+      if (uint64_t(std::max<int64_t>(now_used, 0)) + items.size() > limit) return Status::Err(ENOSPC);
     }
     ASSIGN_OR_RETURN(const int64_t last, tx.Incr(CounterKey(kNextInode), int64_t(items.size())));
     const Ino first = Ino(last) - items.size() + 1;

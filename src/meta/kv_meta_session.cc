@@ -89,7 +89,7 @@ Status KvMeta::CleanSessionTx(kv::Txn& tx, uint64_t sid) {
   for (Ino ino : sustained) {
     Attr attr;
     Status st = GetAttrTx(tx, ino, &attr);
-    if (st.ok() && attr.nlink == 0) RETURN_IF_ERROR(DeleteInodeTx(tx, ino, attr));
+    if (st.ok() && attr.nlink == 0) RETURN_IF_ERROR(DeleteInodeTx(tx, ino, attr, nullptr));
     else if (!st.ok() && !st.not_found()) return st;
     RETURN_IF_ERROR(tx.Delete(SustainedKey(sid, ino)));
   }
@@ -150,27 +150,30 @@ Result<int> KvMeta::CleanStaleSessions(int64_t timeout_sec) {
 
 // ---------------------------------------------------------------- deletion
 
-Status KvMeta::DeleteInodeTx(kv::Txn& tx, Ino ino, const Attr& attr) {
+Status KvMeta::DeleteInodeTx(kv::Txn& tx, Ino ino, const Attr& attr, StatDeltas* deltas) {
   RETURN_IF_ERROR(tx.Delete(AttrKey(ino)));
   RETURN_IF_ERROR(DeletePrefixTx(tx, XattrPrefix(ino)));
   if (attr.IsSymlink()) RETURN_IF_ERROR(tx.Delete(SymlinkKey(ino)));
-  if (attr.IsFile()) {
-    RETURN_IF_ERROR(tx.Put(DeletedKey(ino), EncodeI64(int64_t(attr.length))));
-    RETURN_IF_ERROR(IncrTx(tx, kUsedSpace, -int64_t(Align4K(attr.length))));
-  }
+  const int64_t space = attr.IsFile() ? -int64_t(Align4K(attr.length)) : 0;
+  if (attr.IsFile()) RETURN_IF_ERROR(tx.Put(DeletedKey(ino), EncodeI64(int64_t(attr.length))));
   RETURN_IF_ERROR(tx.Delete(FlockKey(ino)));
   RETURN_IF_ERROR(tx.Delete(PlockKey(ino)));
   if (attr.IsDir()) RETURN_IF_ERROR(tx.Delete(DirStatKey(ino)));
+  if (deltas) {
+    deltas->emplace_back(kVolumeUsage, DirStat{0, space, -1});
+    return Status::OK();
+  }
+  if (space != 0) RETURN_IF_ERROR(IncrTx(tx, kUsedSpace, space));
   return IncrTx(tx, kTotalInodes, -1);
 }
 
-Status KvMeta::ReleaseInodeTx(kv::Txn& tx, Ino ino, const Attr& attr) {
+Status KvMeta::ReleaseInodeTx(kv::Txn& tx, Ino ino, const Attr& attr, StatDeltas* deltas) {
   // Marked sustained even if the transaction then rolls back: DropRefs rechecks.
   if (sid_ != 0 && refs_.Sustain(ino)) {
     RETURN_IF_ERROR(PutAttrTx(tx, ino, attr));
     return tx.Put(SustainedKey(sid_, ino), "");
   }
-  return DeleteInodeTx(tx, ino, attr);
+  return DeleteInodeTx(tx, ino, attr, deltas);
 }
 
 Result<int> KvMeta::CleanupDeleted(const SliceDeleter& deleter, int max_items) {

@@ -86,7 +86,10 @@ inline DirStat LengthDelta(uint64_t old_len, uint64_t new_len) {
   return DirStat{int64_t(new_len) - int64_t(old_len), int64_t(Align4K(new_len)) - int64_t(Align4K(old_len)), 0};
 }
 // Changes to directory statistics made by one operation: (directory, delta).
+// The key kVolumeUsage carries the volume's own counters instead (usedSpace
+// in .space, totalInodes in .inodes): batched with the directories'.
 using StatDeltas = std::vector<std::pair<Ino, DirStat>>;
+inline constexpr Ino kVolumeUsage = 0;
 
 // A random 64-bit id for a client instance (not 0).
 uint64_t NewClientId();
@@ -97,14 +100,19 @@ class DirStatBuffer {
  public:
   void Merge(const StatDeltas& deltas);
   // Everything pending, which the caller now writes; Restore puts it back
-  // when that fails.
+  // when that fails, Done says it was written (or may have been).
   std::unordered_map<Ino, DirStat> Take();
   void Restore(const std::unordered_map<Ino, DirStat>& taken);
+  void Done();
+  // What this client changed and the engine may not hold yet: pending, and
+  // taken by a flush not yet Done (between its commit and Done, counted
+  // twice by a reader that adds this to the engine's value: never under).
   DirStat Pending(Ino dir) const;
 
  private:
   mutable std::mutex mu_;
-  std::unordered_map<Ino, DirStat> pending_;  // guarded by mu_
+  std::unordered_map<Ino, DirStat> pending_;   // guarded by mu_
+  std::unordered_map<Ino, DirStat> inflight_;  // guarded by mu_: taken, flush not done
 };
 
 // Fills StatFs from the used-space and inode counters and the limits.

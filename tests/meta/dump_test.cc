@@ -351,6 +351,7 @@ TEST_P(DumpTest, RepairFixesWhatCheckFinds) {
   orphan = Make(d2, "orphan", S_IFREG | 0644);
   WriteChunk(orphan, 0, 0, 1000);
   ASSERT_OK(src_->GetAttr(Context::Root(), orphan, &oa));
+  ASSERT_OK(src_->FlushDirStats());  // the damage below is written over what this client batched
   ASSERT_OK(src_->WriteTree([&](TreeWriter& w) -> Status {
     Attr bad = fa;
     bad.nlink = 5;
