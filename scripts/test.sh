@@ -37,7 +37,7 @@ if [ "${TESSERA_SKIP_SANITIZERS:-0}" != 1 ]; then
   step "build (TSan: concurrent layers)"
   cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTESSERA_SANITIZE=thread -DTESSERA_LINE_TABLES_ONLY=ON >/dev/null
   # The fuzz targets' replays (single-threaded parsers) run under ASan above, not here.
-  ninja -C build-tsan -j "$JOBS" common_test kv_test meta_test vfs_test object_test chunk_test
+  ninja -C build-tsan -j "$JOBS" common_test kv_test meta_test vfs_test object_test chunk_test fuse_test
   step "tests (TSan)"
   TSAN_OPTIONS=halt_on_error=1 TESSERA_TEST_QUICK=1 ctest --test-dir build-tsan --output-on-failure -j 1 -L unit -LE 'backend|fuzz'
   TSAN_OPTIONS=halt_on_error=1 TESSERA_TEST_QUICK=1 ctest --test-dir build-tsan --output-on-failure -j 4 -L backend
