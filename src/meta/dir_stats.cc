@@ -35,8 +35,11 @@ std::unordered_map<Ino, DirStat> DirStatBuffer::Take() {
 
 void DirStatBuffer::Restore(const std::unordered_map<Ino, DirStat>& taken) {
   std::lock_guard<std::mutex> g(mu_);
-  for (const auto& [dir, d] : taken) pending_[dir] += d;
-  inflight_.clear();
+  for (const auto& [dir, d] : taken) {
+    pending_[dir] += d;
+    inflight_[dir] += Negated(d);
+  }
+  std::erase_if(inflight_, [](const auto& kv) { return kv.second == DirStat{}; });
 }
 
 void DirStatBuffer::Done() {

@@ -332,7 +332,6 @@ Status KvMeta::FlushDirStats() {
     doubtful_.clear();
     dirstats_.Done();
   } else if (st.outcome_unknown()) {
-    dirstats_.Done();
     // Maybe written: the next flush looks for this one's mark, and applies
     // these changes only if it is not there (never lost, never twice).
     for (const auto& [dir, d] : pending) doubtful_[dir] += d;

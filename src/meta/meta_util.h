@@ -100,7 +100,9 @@ class DirStatBuffer {
  public:
   void Merge(const StatDeltas& deltas);
   // Everything pending, which the caller now writes; Restore puts it back
-  // when that fails, Done says it was written (or may have been).
+  // when that fails, Done says everything taken is in the engine. A flush
+  // of unknown outcome calls neither: its changes stay counted until a
+  // later flush settles them.
   std::unordered_map<Ino, DirStat> Take();
   void Restore(const std::unordered_map<Ino, DirStat>& taken);
   void Done();

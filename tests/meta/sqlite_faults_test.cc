@@ -107,34 +107,51 @@ TEST_F(SqliteFaultsTest, UnreadableDatabaseIsEIO) {
 // A flush of directory statistics that failed on a full disk: the next
 // flush writes its changes, nothing is lost or counted twice.
 TEST_F(SqliteFaultsTest, AStatisticsFlushFailingOnAFullDiskLosesNothing) {
+  StatFs before, fs;
+  ASSERT_TRUE(m_->StatFS(Context::Root(), &before).ok());
   for (int i = 0; i < 5; ++i) ASSERT_TRUE(Create("f" + std::to_string(i)).ok());
   env_.FailNext(FaultEnv::kWrite, ENOSPC);
   Status st = m_->FlushDirStats();
   EXPECT_EQ(st.code(), ENOSPC) << st.ToString();
+  // The volume's inode counter rides the same flush: still counted once.
+  ASSERT_TRUE(m_->StatFS(Context::Root(), &fs).ok());
+  EXPECT_EQ(fs.used_inodes, before.used_inodes + 5);
   std::vector<DirStat> stats;
   ASSERT_TRUE(m_->FlushDirStats().ok());
   auto other = OpenMeta();  // sees only what was written
   ASSERT_NE(other, nullptr);
   ASSERT_TRUE(other->GetDirStats({kRootIno}, &stats).ok());
   EXPECT_EQ(stats.at(0).inodes, 5);
+  ASSERT_TRUE(other->StatFS(Context::Root(), &fs).ok());
+  EXPECT_EQ(fs.used_inodes, before.used_inodes + 5);
   ExpectConsistent();
 }
 
 // A flush whose commit's outcome is unknown (a failed WAL write): the next
 // flush applies its changes exactly once, whether or not it had landed.
 TEST_F(SqliteFaultsTest, AStatisticsFlushOfUnknownOutcomeCountsOnce) {
+  StatFs before, fs;
+  ASSERT_TRUE(m_->StatFS(Context::Root(), &before).ok());
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(Create("f" + std::to_string(i)).ok());
   env_.FailNext(FaultEnv::kWrite, EIO);
   Status st = m_->FlushDirStats();
   ASSERT_FALSE(st.ok());
   ASSERT_TRUE(st.outcome_unknown()) << st.ToString();
+  // Landed or not, this client never counts its inodes short (the limit
+  // checks read this).
+  ASSERT_TRUE(m_->StatFS(Context::Root(), &fs).ok());
+  EXPECT_GE(fs.used_inodes, before.used_inodes + 3);
   ASSERT_TRUE(Create("g").ok());
   ASSERT_TRUE(m_->FlushDirStats().ok());
+  ASSERT_TRUE(m_->StatFS(Context::Root(), &fs).ok());
+  EXPECT_EQ(fs.used_inodes, before.used_inodes + 4);  // settled: exact
   std::vector<DirStat> stats;
   auto other = OpenMeta();
   ASSERT_NE(other, nullptr);
   ASSERT_TRUE(other->GetDirStats({kRootIno}, &stats).ok());
   EXPECT_EQ(stats.at(0).inodes, 4);
+  ASSERT_TRUE(other->StatFS(Context::Root(), &fs).ok());
+  EXPECT_EQ(fs.used_inodes, before.used_inodes + 4);  // once, in the engine
   ExpectConsistent();
 }
 
