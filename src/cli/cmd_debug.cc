@@ -38,14 +38,6 @@ namespace tessera::cli {
 
 namespace {
 
-Result<std::string> ReadAll(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return Status::Err(errno, fmt::format("cannot read {}: {}", path, strerror(errno)));
-  std::stringstream buf;
-  buf << in.rdbuf();
-  return buf.str();
-}
-
 Status WriteFile(const std::string& path, const std::string& data) {
   std::ofstream out(path);
   out << data;
@@ -134,10 +126,8 @@ int Debug(const DebugArgs& a) {
   auto mp = TesseraMountOf(a.mount_point);
   if (!mp.ok()) return Fail(mp.status().message());
   const std::string config_path = InternalFile(*mp, a.internal_prefix, "config");
-  auto config = ReadAll(config_path);
-  if (!config.ok())
-    return Fail(config.status().message() +
-                " (only root reads a mount's internal files, unless it was mounted with --internal-files-public)");
+  auto config = ReadInternalFile(config_path);
+  if (!config.ok()) return Fail(config.status().message());
   umask(077);  // the archive holds every user's file names (the access log)
   const std::time_t now = std::time(nullptr);
   char stamp[32];
@@ -158,30 +148,27 @@ int Debug(const DebugArgs& a) {
   std::fprintf(stderr, "tessera: collecting %d s of metrics and access log from %s\n", a.seconds, mp->c_str());
 
   const std::string stats_path = InternalFile(*mp, a.internal_prefix, "stats");
-  auto stats0 = ReadAll(stats_path);
+  auto stats0 = ReadInternalFile(stats_path);
   put("stats-start.txt", stats0.ok() ? *stats0 : stats0.status().message());
   // The access log of those seconds (a reader thread; left behind if idle).
-  const int fd = open(InternalFile(*mp, a.internal_prefix, "accesslog").c_str(), O_RDONLY);
+  auto fd = OpenInternalFile(InternalFile(*mp, a.internal_prefix, "accesslog"));
   auto log = std::make_shared<std::string>();
   auto log_mu = std::make_shared<std::mutex>();
-  if (fd >= 0) {
-    std::thread([fd, log, log_mu] {
-      char buf[65536];
-      for (;;) {
-        const ssize_t n = read(fd, buf, sizeof(buf));
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) break;
-        std::lock_guard<std::mutex> g(*log_mu);
-        if (log->size() < (64u << 20)) log->append(buf, size_t(n));
-      }
-    }).detach();
+  if (fd.ok()) {
+    FollowInBackground(
+        *fd,
+        [log, log_mu](std::string_view data) {
+          std::lock_guard<std::mutex> g(*log_mu);
+          if (log->size() < (64u << 20)) log->append(data);
+        },
+        [] {});
   }
   std::this_thread::sleep_for(std::chrono::seconds(a.seconds));
-  auto stats1 = ReadAll(stats_path);
+  auto stats1 = ReadInternalFile(stats_path);
   put(fmt::format("stats-after-{}s.txt", a.seconds), stats1.ok() ? *stats1 : stats1.status().message());
   {
     std::lock_guard<std::mutex> g(*log_mu);
-    put("accesslog.txt", fd >= 0 ? *log : "(cannot open the access log)\n");
+    put("accesslog.txt", fd.ok() ? *log : fd.status().message() + "\n");
   }
 
   // The mount's log, and its engine and object store (the mount's state

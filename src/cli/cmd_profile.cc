@@ -117,47 +117,37 @@ int ProfileCmd(const ProfileArgs& a) {
   auto mp = TesseraMountOf(a.mount_point);
   if (!mp.ok()) return Fail(mp.status().message());
   const std::string path = InternalFile(*mp, a.internal_prefix, "accesslog");
-  const int fd = open(path.c_str(), O_RDONLY);
-  if (fd < 0) {
-    const int err = errno;
-    return Fail(fmt::format("cannot read {}: {}{}", path, strerror(err),
-                            err == ENOENT || err == EACCES
-                                ? " (only root reads a mount's internal files, unless it was mounted with "
-                                  "--internal-files-public)"
-                                : ""));
-  }
-  std::mutex mu;
-  Profile profile;  // guarded by mu
-  std::atomic<bool> done{false};
-  // The reader blocks while the mount is idle; it is left behind at exit.
-  std::thread reader([&] {
-    std::string pending;
-    char buf[65536];
-    for (;;) {
-      const ssize_t n = read(fd, buf, sizeof(buf));
-      if (n <= 0) {
-        if (n < 0 && errno == EINTR) continue;
-        break;
-      }
-      pending.append(buf, size_t(n));
-      std::lock_guard<std::mutex> g(mu);
-      size_t start = 0;
-      for (size_t nl; (nl = pending.find('\n', start)) != std::string::npos; start = nl + 1) {
-        if (pending[start] != '#') ParseLine(pending.substr(start, nl - start), &profile);
-      }
-      pending.erase(0, start);
-    }
-    done = true;
-  });
-  reader.detach();
+  auto fd = OpenInternalFile(path);
+  if (!fd.ok()) return Fail(fd.status().message());
+  // Shared with the reader thread, which may outlive this function.
+  struct Shared {
+    std::mutex mu;
+    Profile profile;      // guarded by mu
+    std::string pending;  // reader thread only: a partial line
+    std::atomic<bool> done{false};
+  };
+  auto shared = std::make_shared<Shared>();
+  FollowInBackground(
+      *fd,
+      [shared](std::string_view data) {
+        shared->pending.append(data);
+        std::lock_guard<std::mutex> g(shared->mu);
+        size_t start = 0;
+        for (size_t nl; (nl = shared->pending.find('\n', start)) != std::string::npos; start = nl + 1) {
+          if (shared->pending[start] != '#') ParseLine(shared->pending.substr(start, nl - start), &shared->profile);
+        }
+        shared->pending.erase(0, start);
+      },
+      [shared] { shared->done = true; });
   signal(SIGINT, OnSignal);
   signal(SIGTERM, OnSignal);
   std::fprintf(stderr, "tessera: profiling %s%s\n", mp->c_str(),
                a.duration > 0 ? fmt::format(" for {} s", a.duration).c_str() : " until Ctrl-C");
   const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(a.duration);
-  while (!g_stop && !done && (a.duration == 0 || std::chrono::steady_clock::now() < end))
+  while (!g_stop && !shared->done && (a.duration == 0 || std::chrono::steady_clock::now() < end))
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  std::lock_guard<std::mutex> g(mu);
+  std::lock_guard<std::mutex> g(shared->mu);
+  const Profile& profile = shared->profile;
   std::printf("%llu requests\n\n", (unsigned long long)profile.lines);
   PrintTop("operation", profile.ops, a.top);
   PrintTop("path", profile.targets, a.top);

@@ -1,12 +1,15 @@
 #include "cli/observe_util.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
 #include <string.h>
 
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -82,20 +85,53 @@ MetricSnapshot ParseMetrics(const std::string& text) {
   return s;
 }
 
-Result<MetricSnapshot> ReadMetrics(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) {
-    const int err = errno;
-    if (err == ENOENT || err == EACCES)
-      return Status::Err(err, fmt::format("cannot read {}: {} (only root reads a mount's internal files, unless it "
-                                          "was mounted with --internal-files-public; a mount with another "
-                                          "--internal-prefix needs the same option here)",
-                                          path, strerror(err)));
-    return Status::Err(err, fmt::format("cannot read {}: {}", path, strerror(err)));
+Result<int> OpenInternalFile(const std::string& path) {
+  const int fd = open(path.c_str(), O_RDONLY);
+  if (fd >= 0) return fd;
+  const int err = errno;
+  return Status::Err(err, fmt::format("cannot read {}: {}{}", path, strerror(err),
+                                      err == ENOENT || err == EACCES
+                                          ? " (only root reads a mount's internal files, unless it was mounted with "
+                                            "--internal-files-public; a mount with another --internal-prefix needs "
+                                            "the same option here)"
+                                          : ""));
+}
+
+Result<std::string> ReadInternalFile(const std::string& path) {
+  ASSIGN_OR_RETURN(const int fd, OpenInternalFile(path));
+  std::string out;
+  char buf[65536];
+  for (;;) {
+    const ssize_t n = read(fd, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      close(fd);
+      return Status::Err(err, fmt::format("cannot read {}: {}", path, strerror(err)));
+    }
+    if (n == 0) break;
+    out.append(buf, size_t(n));
   }
-  std::stringstream buf;
-  buf << in.rdbuf();
-  return ParseMetrics(buf.str());
+  close(fd);
+  return out;
+}
+
+Result<MetricSnapshot> ReadMetrics(const std::string& path) {
+  ASSIGN_OR_RETURN(const std::string text, ReadInternalFile(path));
+  return ParseMetrics(text);
+}
+
+void FollowInBackground(int fd, std::function<void(std::string_view)> on_data, std::function<void()> on_end) {
+  std::thread([fd, on_data = std::move(on_data), on_end = std::move(on_end)] {
+    char buf[65536];
+    for (;;) {
+      const ssize_t n = read(fd, buf, sizeof(buf));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      on_data(std::string_view(buf, size_t(n)));
+    }
+    on_end();
+  }).detach();
 }
 
 }  // namespace tessera::cli

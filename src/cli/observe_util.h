@@ -2,7 +2,9 @@
 // internal files and reading its metrics.
 #pragma once
 
+#include <functional>
 #include <map>
+#include <string_view>
 #include <string>
 
 #include "common/status.h"
@@ -26,6 +28,15 @@ struct MetricSnapshot {
   }
 };
 MetricSnapshot ParseMetrics(const std::string& text);
+
+// Opens / reads an internal file; errors say what to do (root only, the
+// mount's --internal-prefix).
+Result<int> OpenInternalFile(const std::string& path);
+Result<std::string> ReadInternalFile(const std::string& path);
+// Feeds what reads of fd return to on_data, then calls on_end, on a
+// detached thread: a read of .accesslog blocks while the mount is idle, so
+// the caller exits without waiting for it (the kernel interrupts the read).
+void FollowInBackground(int fd, std::function<void(std::string_view)> on_data, std::function<void()> on_end);
 // Reads and parses a .stats file; errors say what to do (root only, ...).
 Result<MetricSnapshot> ReadMetrics(const std::string& path);
 

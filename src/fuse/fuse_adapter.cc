@@ -183,6 +183,15 @@ void ReplyErr(fuse_req_t req, const Status& st) {
 }
 
 InternalFiles* Internal(fuse_req_t req) { return S(req)->internal; }
+
+// Requests an internal file has a fixed answer to (err; 0 = success): sent
+// here, uncounted. Returns whether ino was internal (and answered).
+bool AnswerInternal(fuse_req_t req, OpScope* scope, fuse_ino_t ino, int err) {
+  if (!InternalFiles::IsInternal(ino)) return false;
+  scope->Internal();
+  ReplyErrno(req, err);
+  return true;
+}
 bool IsInternal(fuse_ino_t ino) { return InternalFiles::IsInternal(ino); }
 InternalFiles::Handle* IH(const fuse_file_info* fi) { return reinterpret_cast<InternalFiles::Handle*>(fi->fh); }
 
@@ -303,10 +312,7 @@ void OpGetattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
 
 void OpSetattr(fuse_req_t req, fuse_ino_t ino, struct stat* in, int to_set, fuse_file_info* fi) {
   OpScope scope(req, kSetattr, "{},{:#x}", ino, to_set);
-  if (IsInternal(ino)) {
-    scope.Internal();
-    return ReplyErrno(req, EPERM);
-  }
+  if (AnswerInternal(req, &scope, ino, EPERM)) return;
   uint32_t mask = 0;
   Attr a;
   if (to_set & FUSE_SET_ATTR_MODE) mask |= meta::kSetMode, a.mode = in->st_mode;
@@ -373,10 +379,7 @@ void OpRename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t ne
 
 void OpLink(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char* newname) {
   OpScope scope(req, kLink, "{},{},{:?}", ino, newparent, newname);
-  if (IsInternal(ino)) {
-    scope.Internal();
-    return ReplyErrno(req, EPERM);
-  }
+  if (AnswerInternal(req, &scope, ino, EPERM)) return;
   Attr a;
   Status st = V(req)->Link(Ctx(req), ino, newparent, newname, &a);
   ReplyEntry(req, st, ino, a);
@@ -448,10 +451,7 @@ void OpRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_in
 
 void OpWrite(fuse_req_t req, fuse_ino_t ino, const char* data, size_t size, off_t off, fuse_file_info* fi) {
   OpScope scope(req, kWrite, "{},{},{}", ino, size, off);
-  if (IsInternal(ino)) {
-    scope.Internal();
-    return ReplyErrno(req, EBADF);
-  }
+  if (AnswerInternal(req, &scope, ino, EBADF)) return;
   auto n = V(req)->Write(Ctx(req), H(fi), uint64_t(off), data, size);
   if (!n.ok()) return ReplyErr(req, n.status());
   S(req)->written_bytes->Inc(*n);
@@ -460,10 +460,7 @@ void OpWrite(fuse_req_t req, fuse_ino_t ino, const char* data, size_t size, off_
 
 void OpFlush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   OpScope scope(req, kFlush, "{}", ino);
-  if (IsInternal(ino)) {
-    scope.Internal();
-    return ReplyErrno(req, 0);
-  }
+  if (AnswerInternal(req, &scope, ino, 0)) return;
   ReplyErr(req, V(req)->Flush(Ctx(req), H(fi), fi->lock_owner));
 }
 
@@ -482,19 +479,13 @@ void OpRelease(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 
 void OpFsync(fuse_req_t req, fuse_ino_t ino, int, fuse_file_info* fi) {
   OpScope scope(req, kFsync, "{}", ino);
-  if (IsInternal(ino)) {
-    scope.Internal();
-    return ReplyErrno(req, 0);
-  }
+  if (AnswerInternal(req, &scope, ino, 0)) return;
   ReplyErr(req, V(req)->Fsync(Ctx(req), H(fi)));
 }
 
 void OpOpendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   OpScope scope(req, kOpendir, "{}", ino);
-  if (IsInternal(ino)) {
-    scope.Internal();
-    return ReplyErrno(req, ENOTDIR);
-  }
+  if (AnswerInternal(req, &scope, ino, ENOTDIR)) return;
   vfs::Handle* h = nullptr;
   Status st = V(req)->OpenDir(Ctx(req), ino, fi->flags, &h);
   if (!st.ok()) return ReplyErr(req, st);
@@ -575,19 +566,13 @@ void OpStatfs(fuse_req_t req, fuse_ino_t ino) {
 
 void OpSetxattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value, size_t size, int flags) {
   OpScope scope(req, kSetxattr, "{},{:?},{},{}", ino, name, size, flags);
-  if (IsInternal(ino)) {
-    scope.Internal();
-    return ReplyErrno(req, EPERM);
-  }
+  if (AnswerInternal(req, &scope, ino, EPERM)) return;
   ReplyErr(req, V(req)->SetXattr(Ctx(req), ino, name, std::string(value, size), flags));
 }
 
 void OpGetxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
   OpScope scope(req, kGetxattr, "{},{:?},{}", ino, name, size);
-  if (IsInternal(ino)) {
-    scope.Internal();
-    return ReplyErrno(req, ENODATA);
-  }
+  if (AnswerInternal(req, &scope, ino, ENODATA)) return;
   std::string value;
   Status st = V(req)->GetXattr(Ctx(req), ino, name, &value);
   if (!st.ok()) return ReplyErr(req, st);
@@ -614,10 +599,7 @@ void OpListxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
 
 void OpRemovexattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
   OpScope scope(req, kRemovexattr, "{},{:?}", ino, name);
-  if (IsInternal(ino)) {
-    scope.Internal();
-    return ReplyErrno(req, ENODATA);
-  }
+  if (AnswerInternal(req, &scope, ino, ENODATA)) return;
   ReplyErr(req, V(req)->RemoveXattr(Ctx(req), ino, name));
 }
 
@@ -642,10 +624,7 @@ meta::PosixLock ToLock(const struct flock* l) {
 
 void OpGetlk(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, struct flock* lock) {
   OpScope scope(req, kGetlk, "{},{}", ino, lock->l_type);
-  if (IsInternal(ino)) {
-    scope.Internal();
-    return ReplyErrno(req, ENOLCK);
-  }
+  if (AnswerInternal(req, &scope, ino, ENOLCK)) return;
   meta::PosixLock lk = ToLock(lock);
   Status st = V(req)->GetLk(Ctx(req), ino, fi->lock_owner, &lk);
   if (!st.ok()) return ReplyErr(req, st);
@@ -662,10 +641,7 @@ void OpGetlk(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, struct flock* l
 
 void OpSetlk(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, struct flock* lock, int sleep) {
   OpScope scope(req, kSetlk, "{},{},{},{},{}", ino, lock->l_type, lock->l_start, lock->l_len, sleep);
-  if (IsInternal(ino)) {
-    scope.Internal();
-    return ReplyErrno(req, ENOLCK);
-  }
+  if (AnswerInternal(req, &scope, ino, ENOLCK)) return;
   Status st = V(req)->SetLk(Ctx(req), H(fi), fi->lock_owner, ToLock(lock), sleep != 0,
                             [req] { return fuse_req_interrupted(req) != 0; });
   ReplyErr(req, st);
@@ -673,10 +649,7 @@ void OpSetlk(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, struct flock* l
 
 void OpFlock(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, int op) {
   OpScope scope(req, kFlock, "{},{}", ino, op);
-  if (IsInternal(ino)) {
-    scope.Internal();
-    return ReplyErrno(req, ENOLCK);
-  }
+  if (AnswerInternal(req, &scope, ino, ENOLCK)) return;
   meta::LockType type = (op & LOCK_EX) ? meta::kWriteLock : (op & LOCK_SH) ? meta::kReadLock : meta::kUnlock;
   Status st = V(req)->Flock(Ctx(req), ino, fi->lock_owner, type, !(op & LOCK_NB),
                             [req] { return fuse_req_interrupted(req) != 0; });
@@ -685,10 +658,7 @@ void OpFlock(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, int op) {
 
 void OpFallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length, fuse_file_info* fi) {
   OpScope scope(req, kFallocate, "{},{},{},{}", ino, mode, offset, length);
-  if (IsInternal(ino)) {
-    scope.Internal();
-    return ReplyErrno(req, EBADF);
-  }
+  if (AnswerInternal(req, &scope, ino, EBADF)) return;
   if (offset < 0 || length <= 0) return ReplyErrno(req, EINVAL);
   ReplyErr(req, V(req)->Fallocate(Ctx(req), H(fi), mode, uint64_t(offset), uint64_t(length)));
 }
@@ -708,10 +678,7 @@ void OpCopyFileRange(fuse_req_t req, fuse_ino_t ino_in, off_t off_in, fuse_file_
 
 void OpLseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, fuse_file_info* fi) {
   OpScope scope(req, kLseek, "{},{},{}", ino, off, whence);
-  if (IsInternal(ino)) {
-    scope.Internal();
-    return ReplyErrno(req, ESPIPE);
-  }
+  if (AnswerInternal(req, &scope, ino, ESPIPE)) return;
   if (whence != SEEK_DATA && whence != SEEK_HOLE) return ReplyErrno(req, EINVAL);
   if (off < 0) return ReplyErrno(req, ENXIO);
   auto r = V(req)->Lseek(Ctx(req), H(fi), uint64_t(off), whence);
