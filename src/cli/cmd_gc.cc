@@ -244,7 +244,7 @@ int Gc(const GcOptions& o) {
           }
           return last;
         },
-        1000);
+        1000, size_t(std::max(o.threads, 1)));
     if (!r.ok()) return Fail(r.status().With("finishing the pending deletions").ToString());
     finished += *r;
     if (*r == 0) break;

@@ -170,9 +170,11 @@ Status LiveSessionTx(kv::Txn& tx, uint64_t sid) {
 
 namespace {
 
-// Appends slices to a chunk's list, then drops the older slices the list now
-// hides completely (queueing their objects for deletion), so overwritten
-// data does not linger until compaction. O(n log n) in the list length.
+// Appends slices to a chunk's list, then drops the slices the list now hides
+// completely, old or just added (queueing their objects for deletion), so
+// overwritten data does not linger until compaction: a commit may carry
+// several passes of one writer over the same bytes. O(n log n) in the list
+// length.
 Status AppendSlicesTx(kv::Txn& tx, const std::string& key, std::string value, const std::vector<Slice>& added,
                       uint32_t* count = nullptr) {
   const size_t old_count = value.size() / chunk::kSliceRecordSize;
@@ -181,8 +183,8 @@ Status AppendSlicesTx(kv::Txn& tx, const std::string& key, std::string value, co
   // so a long list (random writes before compaction catches up) is pruned
   // once per kPruneEvery appended slices rather than at every commit.
   constexpr size_t kPruneAlways = 256, kPruneEvery = 1024;
-  const bool prune = old_count > 0 && (old_count < kPruneAlways ||
-                                       old_count / kPruneEvery != (old_count + added.size()) / kPruneEvery);
+  const bool prune = old_count + added.size() > 1 &&
+                     (old_count < kPruneAlways || old_count / kPruneEvery != (old_count + added.size()) / kPruneEvery);
   if (prune) {
     std::vector<Slice> slices = chunk::DecodeSlices(value);
     // Slice ids are unique within a chunk, so a slice is visible iff its id
@@ -194,7 +196,7 @@ Status AppendSlicesTx(kv::Txn& tx, const std::string& key, std::string value, co
     std::vector<Slice> dropped;
     for (size_t i = 0; i < slices.size(); ++i) {
       const Slice& s = slices[i];
-      if (i >= old_count || s.id == 0 || visible.count(s.id)) {
+      if (s.id == 0 || visible.count(s.id)) {
         chunk::AppendSlice(&kept, s);
         kept_ids.insert(s.id);
       } else {

@@ -176,7 +176,7 @@ Status KvMeta::ReleaseInodeTx(kv::Txn& tx, Ino ino, const Attr& attr, StatDeltas
   return DeleteInodeTx(tx, ino, attr, deltas);
 }
 
-Result<int> KvMeta::CleanupDeleted(const SliceDeleter& deleter, int max_items) {
+Result<int> KvMeta::CleanupDeleted(const SliceDeleter& deleter, int max_items, size_t parallel) {
   (void)releases_.Flush();
   // 1. Move the chunks of deleted inodes into the slice queue, a bounded batch
   //    per transaction so huge files do not make huge transactions.
@@ -251,24 +251,16 @@ Result<int> KvMeta::CleanupDeleted(const SliceDeleter& deleter, int max_items) {
       true));
   // Objects first, then one transaction forgets every slice whose objects
   // are gone (a crash in between only repeats some deletions).
-  std::vector<std::pair<uint64_t, uint32_t>> done;
   Status failed;
-  for (auto [id, size] : slices) {
-    Status st = deleter(id, size);
-    if (!st.ok()) {
-      failed = st;
-      break;
-    }
-    done.emplace_back(id, size);
-  }
+  const std::vector<size_t> done = DeleteSlices(deleter, slices, parallel, &failed);
   if (!done.empty()) {
     RETURN_IF_ERROR(engine_->Run([&](kv::Txn& tx) {
-      for (auto [id, size] : done) RETURN_IF_ERROR(tx.Delete(SliceGcKey(id, size)));
+      for (size_t i : done) RETURN_IF_ERROR(tx.Delete(SliceGcKey(slices[i].first, slices[i].second)));
       return Status::OK();
     }));
   }
   if (!failed.ok()) return failed;
-  return int(done.size());
+  return int(done.size() + inodes.size());
 }
 
 // ---------------------------------------------------------------- fsck

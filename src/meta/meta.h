@@ -275,8 +275,10 @@ class Meta {
   // when. The first call on a volume only starts the clock (false).
   virtual Result<bool> ClaimJob(const std::string& name, int64_t interval_sec) = 0;
   // Background work: removes data of deleted inodes and deletes the objects of
-  // unreferenced slices. Returns the number of slices deleted.
-  virtual Result<int> CleanupDeleted(const SliceDeleter& deleter, int max_items) = 0;
+  // unreferenced slices (up to max_items of each per call). Returns how many
+  // inodes and slices it handled: 0 when there was nothing to do. Up to
+  // `parallel` deleter calls run at once (from as many threads).
+  virtual Result<int> CleanupDeleted(const SliceDeleter& deleter, int max_items, size_t parallel = 1) = 0;
 
   // ---- namespace ----
   virtual Status Lookup(const Context& ctx, Ino parent, const std::string& name, Ino* ino, Attr* attr) = 0;

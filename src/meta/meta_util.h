@@ -26,6 +26,12 @@ constexpr uint64_t kSliceBatch = 256;
 
 inline uint64_t Align4K(uint64_t n) { return (n + 4095) & ~uint64_t(4095); }
 
+// CleanupDeleted's object deletions: calls deleter for every slice, up to
+// `parallel` at once. Returns the indexes of the slices whose objects are
+// gone, in order, and the first failure.
+std::vector<size_t> DeleteSlices(const SliceDeleter& deleter, const std::vector<std::pair<uint64_t, uint32_t>>& slices,
+                                 size_t parallel, Status* failed);
+
 // ENOENT (empty), ENAMETOOLONG, EINVAL ('/' or NUL).
 Status ValidName(const std::string& name);
 // "." and ".." exist in every directory without being stored, so they can be

@@ -37,8 +37,8 @@ class MetricsMeta final : public Meta {
   Result<bool> ClaimJob(const std::string& name, int64_t interval_sec) override {
     return TimedResult(kSession, [&] { return inner_->ClaimJob(name, interval_sec); });
   }
-  Result<int> CleanupDeleted(const SliceDeleter& deleter, int max_items) override {
-    return TimedResult(kCleanup, [&] { return inner_->CleanupDeleted(deleter, max_items); });
+  Result<int> CleanupDeleted(const SliceDeleter& deleter, int max_items, size_t parallel = 1) override {
+    return TimedResult(kCleanup, [&] { return inner_->CleanupDeleted(deleter, max_items, parallel); });
   }
 
   Status Lookup(const Context& ctx, Ino parent, const std::string& name, Ino* ino, Attr* attr) override {

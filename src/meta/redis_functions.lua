@@ -283,25 +283,29 @@ local function cover(cov, s, e)
   return cov
 end
 
--- Appends slice records to a chunk, then drops the older records that the
--- list now hides completely, queueing the objects of slices that no record
--- shows any more (so overwritten data does not linger until compaction; a
--- retried commit of the same slice never frees it). Returns the list length.
+-- Appends slice records to a chunk, then drops the records, old or just
+-- added, that the list now hides completely (a commit may carry several
+-- passes of one writer over the same bytes), queueing the objects of slices
+-- that no record shows any more (so overwritten data does not linger until
+-- compaction; a retried commit of the same slice never frees it). Returns the
+-- list length.
 local function append_slices(ino, idx, added)
   local ck = chunk_key(ino, idx)
   local old = redis.call('GET', ck) or ''
   if old == '' then
-    redis.call('SET', ck, added)
     redis.call('ZADD', key('k', ino), idx, idx)
-    return #added / 24
+    if #added == 24 then
+      redis.call('SET', ck, added)
+      return 1
+    end
   end
   local v = old .. added
-  local n, oldn = #v / 24, #old / 24
+  local n = #v / 24
   local cov, hidden, any = {}, {}, false
   for i = n, 1, -1 do
     local pos, id, _, _, len = struct.unpack(SLICE, v, (i - 1) * 24 + 1)
     if len > 0 then
-      if i <= oldn and id ~= 0 and covered(cov, pos, pos + len) then
+      if id ~= 0 and covered(cov, pos, pos + len) then
         hidden[i] = id
         any = true
       else
@@ -310,7 +314,7 @@ local function append_slices(ino, idx, added)
     end
   end
   if not any then
-    redis.call('APPEND', ck, added)
+    if old == '' then redis.call('SET', ck, added) else redis.call('APPEND', ck, added) end
     return n
   end
   local kept, shown = {}, {}
@@ -322,7 +326,7 @@ local function append_slices(ino, idx, added)
       shown[id] = true
     end
   end
-  for i = 1, oldn do
+  for i = 1, n do
     local id = hidden[i]
     if id and not shown[id] then
       local _, _, size = struct.unpack(SLICE, v, (i - 1) * 24 + 1)

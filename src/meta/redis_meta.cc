@@ -253,7 +253,7 @@ Result<int> RedisMeta::CleanStaleSessions(int64_t timeout_sec) {
   return cleaned;
 }
 
-Result<int> RedisMeta::CleanupDeleted(const SliceDeleter& deleter, int max_items) {
+Result<int> RedisMeta::CleanupDeleted(const SliceDeleter& deleter, int max_items, size_t parallel) {
   // 1. Chunks of deleted inodes into the slice queue, 256 chunks per call.
   for (int round = 0; round < 1000; ++round) {
     ASSIGN_OR_RETURN(auto r, Fcall(kOpCleanup, "reclaim", Args().Num(256).Num(uint64_t(max_items)).views()));
@@ -263,25 +263,25 @@ Result<int> RedisMeta::CleanupDeleted(const SliceDeleter& deleter, int max_items
   // Those due (score: the time not before which; 0 = at once).
   ASSIGN_OR_RETURN(auto queued, Cmd(kOpCleanup, {"ZRANGEBYSCORE", "delslices", "-inf", std::to_string(Now().sec),
                                                  "LIMIT", "0", std::to_string(max_items)}));
-  Args done;
-  done.Str("ZREM").Str("delslices");
-  int n = 0;
-  Status failed;
+  std::vector<std::pair<uint64_t, uint32_t>> slices;
+  std::vector<std::string_view> members;
   for (size_t i = 0; i < queued.size(); ++i) {
     std::string_view member = queued.at(i).str();
     auto sep = member.find('_');
     if (sep == std::string_view::npos) continue;
-    Status st = deleter(ParseU64(member.substr(0, sep)), uint32_t(ParseU64(member.substr(sep + 1))));
-    if (!st.ok()) {
-      failed = st;
-      break;
-    }
-    done.Str(member);
-    ++n;
+    slices.emplace_back(ParseU64(member.substr(0, sep)), uint32_t(ParseU64(member.substr(sep + 1))));
+    members.push_back(member);
   }
-  if (n > 0) RETURN_IF_ERROR(Cmd(kOpCleanup, done.views()).status());
+  Status failed;
+  const std::vector<size_t> deleted = DeleteSlices(deleter, slices, parallel, &failed);
+  if (!deleted.empty()) {
+    Args done;
+    done.Str("ZREM").Str("delslices");
+    for (size_t i : deleted) done.Str(members[i]);
+    RETURN_IF_ERROR(Cmd(kOpCleanup, done.views()).status());
+  }
   if (!failed.ok()) return failed;
-  return n;
+  return int(deleted.size());
 }
 
 // ---------------------------------------------------------------- namespace

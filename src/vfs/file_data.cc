@@ -19,6 +19,11 @@ using chunk::Slice;
 namespace {
 constexpr size_t kMaxFrozenSlices = 1024;       // uncommitted slices of one file before it commits
 constexpr auto kMaxUncommittedAge = std::chrono::minutes(5);  // oldest uncommitted write before it commits
+// Bytes of full blocks a stream may upload before they are committed (in the
+// background, while writing goes on). Each commit drops the slices it hides,
+// so a writer overwriting its own file in place leaves at most about this
+// much replaced data in the bucket, however long it keeps the file open.
+constexpr uint64_t kCommitFrozenBytes = kChunkSize;
 // Writeback: a chunk is compacted once no commit touched it for kCompactQuiet,
 // or kCompactMaxDefer after it first asked (bounds its slice list).
 constexpr auto kCompactQuiet = std::chrono::seconds(3);
@@ -351,6 +356,7 @@ void FileData::FreezeLocked(uint32_t chunk, uint32_t pos, std::string data) {
   {
     std::lock_guard<std::mutex> g(s->mu);
     first = uint32_t(s->blocks.size());
+    frozen_unbatched_bytes_ += data.size();
     for (size_t off = 0; off < data.size(); off += bs) {
       size_t n = std::min<size_t>(bs, data.size() - off);
       if (off == 0 && n == data.size()) s->blocks.push_back({std::move(data), FrozenSlice::State::kBuffered});
@@ -405,9 +411,12 @@ Status FileData::Write(const meta::Context& ctx, uint64_t off, const char* data,
   if (buffer_.bytes() >= dp_->file_buffer_limit() || unbatched >= kMaxFrozenSlices || stale) {
     // Writeback: commit in the background while writing goes on (one batch
     // at a time; a writer that catches up with it waits in CommitLocked).
-    if (dp_->store()->writeback() && !batch_) return StartBatchLocked(ctx);
+    if (dp_->store()->writeback() && !batch_) return StartBatchLocked(ctx, /*freeze_buffer=*/true);
     return CommitLocked(ctx);
   }
+  // A long stream commits its uploaded blocks in the background, leaving
+  // the buffer's partial block to the stream.
+  if (frozen_unbatched_bytes_ >= kCommitFrozenBytes && !batch_) return StartBatchLocked(ctx, /*freeze_buffer=*/false);
   return Status::OK();
 }
 
@@ -555,6 +564,7 @@ Status FileData::CommitPendingLocked(const meta::Context& ctx) {
   changed_ = dp_->NextCommitEpoch();
   for (const auto& w : writes) views_.erase(w.chunk_index);
   frozen_.clear();
+  frozen_unbatched_bytes_ = 0;
   uint32_t threshold = dp_->compact_threshold();
   for (size_t i = 0; i < counts.size() && threshold > 0; ++i)
     if (counts[i] >= threshold) dp_->ScheduleCompaction(ino_, writes[i].chunk_index);
@@ -578,6 +588,7 @@ void FileData::DiscardLocked(const Status& why) {
   }
   const size_t slices = frozen_.size();
   frozen_.clear();
+  frozen_unbatched_bytes_ = 0;
   changed_ = dp_->NextCommitEpoch();
   dp_->Charge(-held);
   views_.clear();
@@ -587,17 +598,32 @@ void FileData::DiscardLocked(const Status& why) {
   dp_->DeleteAbandoned(std::move(abandoned));
 }
 
-Status FileData::StartBatchLocked(const meta::Context& ctx) {
-  RETURN_IF_ERROR(FreezeBufferLocked());
+Status FileData::StartBatchLocked(const meta::Context& ctx, bool freeze_buffer) {
+  if (freeze_buffer) RETURN_IF_ERROR(FreezeBufferLocked());
   auto batch = std::make_shared<CommitBatch>();
   std::vector<std::shared_ptr<FrozenSlice>> slices(frozen_.begin(), frozen_.end());
   batch->count = slices.size();
+  frozen_unbatched_bytes_ = 0;
   for (const auto& s : slices) {
     std::lock_guard<std::mutex> g(s->mu);
     s->sealed = true;  // committed with its length as it is now
     batch->writes.push_back({s->chunk, Slice{s->pos, s->id, s->len, 0, s->len}});
   }
-  BlockRefs claimed = ClaimBuffered(slices);
+  // Writeback stages what is not uploading yet in one write; otherwise
+  // blocks a failed upload left buffered are uploaded again.
+  BlockRefs claimed;
+  if (dp_->store()->writeback()) {
+    claimed = ClaimBuffered(slices);
+  } else {
+    for (const auto& s : slices) {
+      size_t n;
+      {
+        std::lock_guard<std::mutex> g(s->mu);
+        n = s->blocks.size();
+      }
+      for (uint32_t i = 0; i < n; ++i) SubmitBlock(s, i);
+    }
+  }
   batch_ = batch;
   DataPath* dp = dp_;
   dp_->SubmitCommit([dp, ino = ino_, ctx, mtime = last_write_, batch, slices = std::move(slices),

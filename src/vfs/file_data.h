@@ -13,6 +13,10 @@
 // count against the DataPath's budget; a writer over budget waits for uploads
 // or commits its own file.
 //
+// A stream commits its uploaded blocks in the background every
+// kCommitFrozenBytes (StartBatchLocked without the buffer), so a file kept
+// open and overwritten in place does not pile up replaced objects.
+//
 // Writeback (ChunkStore::writeback()): "uploading" a block means staging it
 // on the local disk (the store uploads it later); a commit stages what is
 // left in one batch, then makes the staged blocks durable (SyncStaged)
@@ -273,9 +277,10 @@ class FileData {
   void DiscardLocked(const Status& why);
   // Turns the buffer's ranges into frozen slices (after the existing ones).
   Status FreezeBufferLocked();
-  // Writeback: freezes the buffer and commits every frozen slice in the
-  // background (batch_): stage, sync, WriteSlices. Requires !batch_.
-  Status StartBatchLocked(const meta::Context& ctx);
+  // Commits every frozen slice in the background (batch_): (writeback:
+  // stage, sync,) wait for the uploads, WriteSlices. With freeze_buffer the
+  // buffer's ranges are frozen first and go too. Requires !batch_.
+  Status StartBatchLocked(const meta::Context& ctx, bool freeze_buffer);
   // Waits for batch_ (if any) and applies it: its slices leave frozen_. A
   // failed batch discards every pending write and leaves its error in
   // unreported_.
@@ -321,6 +326,7 @@ class FileData {
   std::atomic<uint64_t> changed_{0};
   WriteBuffer buffer_;                                  // guarded by mu_
   std::vector<std::shared_ptr<FrozenSlice>> frozen_;    // guarded by mu_: creation order
+  uint64_t frozen_unbatched_bytes_ = 0;                 // guarded by mu_: bytes frozen since the last batch or commit
   std::shared_ptr<CommitBatch> batch_;                  // guarded by mu_: commits frozen_'s first slices
   Status unreported_;  // guarded by mu_: a background commit's failure, for the next Commit to return
   meta::Timespec last_write_;                           // guarded by mu_

@@ -104,16 +104,26 @@ void Vfs::BackgroundLoop() {
   auto last_heartbeat = std::chrono::steady_clock::now();
   auto last_clean = last_heartbeat;
   auto deleter = [this](uint64_t id, uint32_t size) { return store_->DeleteSlice(id, size); };
+  // While there is deletion work (a writer overwriting in place, a tree
+  // removed) the loop comes back after kBusyWait, so that deletion keeps up
+  // with the writers instead of taking max_items per interval.
+  constexpr int kBusyWaitMs = 50;
+  constexpr size_t kDeleteThreads = 8;
+  bool busy = false;
   std::unique_lock<std::mutex> lk(bg_mu_);
   while (!stopping_) {
-    bg_cv_.wait_for(lk, std::chrono::milliseconds(config_.cleanup_interval_ms));
+    bg_cv_.wait_for(lk, std::chrono::milliseconds(busy ? std::min(kBusyWaitMs, config_.cleanup_interval_ms)
+                                                       : config_.cleanup_interval_ms));
     if (stopping_) break;
     lk.unlock();
     // Directory statistics: at most a second behind (docs/consistency.md).
     Status flushed = meta_->FlushDirStats();
     CountJob(kDirStats, flushed);
     if (!flushed.ok()) LOG_WARN("writing directory statistics: {} (kept, tried again)", flushed.ToString());
-    auto r = meta_->CleanupDeleted(deleter, 1000);
+    // Object stores answer a DELETE in milliseconds: one at a time would
+    // fall behind a writer.
+    auto r = meta_->CleanupDeleted(deleter, 1000, kDeleteThreads);
+    busy = r.ok() && *r > 0;
     CountJob(kCleanup, r.status());
     if (!r.ok()) LOG_WARN("background cleanup: {}", r.status().ToString());
     auto now = std::chrono::steady_clock::now();

@@ -1332,6 +1332,40 @@ TEST_P(MetaConformanceTest, OverwrittenSlicesAreReclaimed) {
   EXPECT_EQ(view[0], over);
 }
 
+// One commit may carry several passes of a writer over the same bytes (a
+// file kept open and overwritten in place): the passes it hides itself are
+// dropped and reclaimed too, in a new chunk and in one that had slices.
+TEST_P(MetaConformanceTest, SlicesHiddenWithinOneCommitAreReclaimed) {
+  Ino f = File(kRootIno, "f");
+  auto slice = [&](uint32_t pos, uint32_t len) {
+    auto id = m_->NewSliceId();
+    EXPECT_TRUE(id.ok());
+    return Slice{pos, id.ok() ? *id : 0, len, 0, len};
+  };
+  Slice pass1 = slice(0, 8192), pass2 = slice(0, 8192), tail = slice(4096, 8192);
+  Slice other1 = slice(0, 100), other2 = slice(0, 100);
+  std::vector<SliceWrite> writes{{0, pass1}, {1, other1}, {0, pass2}, {0, tail}, {1, other2}};
+  Attr a;
+  ASSERT_OK(m_->WriteSlices(Context::Root(), f, writes, Now(), &a, nullptr));
+  EXPECT_EQ(a.length, kChunkSize + 100);
+  EXPECT_EQ(ReadChunk(f, 0), (std::vector<Slice>{pass2, tail}));  // pass2 still shows [0, 4096)
+  EXPECT_EQ(ReadChunk(f, 1), std::vector<Slice>{other2});
+  std::vector<SliceRef> want{{pass1.id, pass1.size}, {other1.id, other1.size}};
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(Cleanup(), want);
+  // A chunk that had slices: a commit of two passes over all of it.
+  Slice again1 = slice(0, 12288), again2 = slice(0, 12288);
+  ASSERT_OK(m_->WriteSlices(Context::Root(), f, {{0, again1}, {0, again2}}, Now(), &a, nullptr));
+  EXPECT_EQ(ReadChunk(f, 0), std::vector<Slice>{again2});
+  want = {{pass2.id, pass2.size}, {tail.id, tail.size}, {again1.id, again1.size}};
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(Cleanup(), want);
+  // The same commit retried (its outcome was unknown): nothing it shows goes.
+  ASSERT_OK(m_->WriteSlices(Context::Root(), f, {{0, again1}, {0, again2}}, Now(), &a, nullptr));
+  EXPECT_EQ(chunk::BuildView(ReadChunk(f, 0)), std::vector<Slice>{again2});
+  for (const SliceRef& r : Cleanup()) EXPECT_NE(r.first, again2.id);
+}
+
 TEST_P(MetaConformanceTest, LongSliceListsStayBoundedUnderOverwrites) {
   // Random small writes: 300 fragments that stay visible, then one range
   // overwritten 1500 times. Engines may prune hidden slices lazily on long
