@@ -67,15 +67,27 @@ if [ "$SANITIZERS" = 1 ]; then
   fi
   rm -f "$BG_LOG"
 
-  step "tests (ASan+UBSan)"
+  # The TSan tests (CPU-bound unit tests) run beside the ASan ones (whose
+  # end-to-end suites leave most of a core idle); their output follows.
+  step "tests (ASan+UBSan), and beside them the tests (TSan)"
+  TSAN_LOG=$(mktemp /tmp/tessera-tsan-tests.XXXXXX.log)
+  (
+    TSAN_OPTIONS=halt_on_error=1 TESSERA_TEST_QUICK=1 ctest --test-dir build-tsan --output-on-failure -j 1 -L unit -LE 'backend|fuzz' &&
+      TSAN_OPTIONS=halt_on_error=1 TESSERA_TEST_QUICK=1 ctest --test-dir build-tsan --output-on-failure -j 4 -L backend
+  ) >"$TSAN_LOG" 2>&1 &
+  TSAN_TESTS=$!
   # The project build inside a mount, and the suites on Redis/PostgreSQL + S3
   # (the same client code as the other suites, slowed by the S3 server), and
   # the Debian package's test, are left to the normal run.
-  ASAN_OPTIONS=detect_leaks=1 TESSERA_E2E_QUICK=1 TESSERA_TEST_QUICK=1 ctest --test-dir build-asan --output-on-failure -j 1 -E e2e_build -LE 'servers|package|backend'
-  ASAN_OPTIONS=detect_leaks=1 TESSERA_TEST_QUICK=1 ctest --test-dir build-asan --output-on-failure -j 4 -L backend
-
-  step "tests (TSan)"
-  TSAN_OPTIONS=halt_on_error=1 TESSERA_TEST_QUICK=1 ctest --test-dir build-tsan --output-on-failure -j 1 -L unit -LE 'backend|fuzz'
-  TSAN_OPTIONS=halt_on_error=1 TESSERA_TEST_QUICK=1 ctest --test-dir build-tsan --output-on-failure -j 4 -L backend
+  asan_ok=1
+  ASAN_OPTIONS=detect_leaks=1 TESSERA_E2E_QUICK=1 TESSERA_TEST_QUICK=1 ctest --test-dir build-asan --output-on-failure -j 1 -E e2e_build -LE 'servers|package|backend' || asan_ok=0
+  [ "$asan_ok" = 0 ] || ASAN_OPTIONS=detect_leaks=1 TESSERA_TEST_QUICK=1 ctest --test-dir build-asan --output-on-failure -j 4 -L backend || asan_ok=0
+  step "tests (TSan), run beside the ASan tests"
+  tsan_ok=1
+  wait "$TSAN_TESTS" || tsan_ok=0
+  cat "$TSAN_LOG"
+  rm -f "$TSAN_LOG"
+  [ "$asan_ok" = 1 ] || { echo "test.sh: ASan+UBSan tests failed (above)" >&2; exit 1; }
+  [ "$tsan_ok" = 1 ] || { echo "test.sh: TSan tests failed (above)" >&2; exit 1; }
 fi
 step "all tests passed"

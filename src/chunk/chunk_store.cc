@@ -371,12 +371,12 @@ Result<BlockRef> ChunkStore::Load(const std::string& key, uint32_t len) {
   return block;
 }
 
-Status ChunkStore::StoreBlock(const std::string& key, const std::string& block) {
+Status ChunkStore::StoreBlock(const std::string& key, std::string_view block) {
   std::string compressed;
   if (config_.compression != Compression::kNone) {
     ASSIGN_OR_RETURN(compressed, CompressBlock(config_.compression, block));
   }
-  const std::string& body = config_.compression == Compression::kNone ? block : compressed;
+  const std::string_view body = config_.compression == Compression::kNone ? block : std::string_view(compressed);
   RETURN_IF_ERROR(store_->Put(key, body));
   counters_.store_puts.fetch_add(1, std::memory_order_relaxed);
   counters_.store_put_bytes.fetch_add(body.size(), std::memory_order_relaxed);
@@ -385,12 +385,15 @@ Status ChunkStore::StoreBlock(const std::string& key, const std::string& block) 
 
 Status ChunkStore::PutBlock(const std::string& key, std::string* block) {
   RETURN_IF_ERROR(StoreBlock(key, *block));
-  if (mem_ || disk_) {
-    auto ref = std::make_shared<const std::string>(std::move(*block));
-    if (mem_) mem_->Put(key, ref);
-    if (disk_) disk_->Put(key, ref);
-  }
+  CachePut(key, std::move(*block));
   return Status::OK();
+}
+
+void ChunkStore::CachePut(const std::string& key, std::string data) {
+  if (!mem_ && !disk_) return;
+  auto ref = std::make_shared<const std::string>(std::move(data));
+  if (mem_) mem_->Put(key, ref);
+  if (disk_) disk_->Put(key, ref);
 }
 
 Status ChunkStore::PutStaged(const std::string& key, const BlockRef& block) {
@@ -564,6 +567,15 @@ bool ChunkStore::Cached(uint64_t id, uint32_t index, uint32_t len) {
   const std::string key = BlockKey(id, index, len);
   if (disk_) return disk_->Contains(key);
   return mem_ && mem_->Get(key) != nullptr;
+}
+
+Status ChunkStore::StoreNewBlock(uint64_t id, uint32_t index, std::string_view data) {
+  return StoreBlock(BlockKey(id, index, uint32_t(data.size())), data);
+}
+
+void ChunkStore::CacheUploaded(uint64_t id, uint32_t index, std::string data) {
+  const std::string key = BlockKey(id, index, uint32_t(data.size()));
+  CachePut(key, std::move(data));
 }
 
 Status ChunkStore::UploadBlock(uint64_t id, uint32_t index, std::string_view data) {

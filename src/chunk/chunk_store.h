@@ -211,6 +211,10 @@ class ChunkStore {
   // block size except for a slice's last block), compressing it and putting
   // it in the memory cache. For writers that manage their own block buffers.
   Status UploadBlock(uint64_t id, uint32_t index, std::string_view data);
+  // UploadBlock without the caches, for a writer that owns the bytes: once
+  // the upload succeeded it hands them over to CacheUploaded (no copy).
+  Status StoreNewBlock(uint64_t id, uint32_t index, std::string_view data);
+  void CacheUploaded(uint64_t id, uint32_t index, std::string data);
   // Deletes every block object of slice (id, size), and drops the blocks
   // from the caches (and cancels their staged uploads); missing blocks are
   // fine. Tries every block and returns the first error.
@@ -280,7 +284,8 @@ class ChunkStore {
   // caches (leaving it unspecified), on failure leaves it alone.
   Status PutBlock(const std::string& key, std::string* block);
   // Compresses (per the volume) and puts one block object, counting it.
-  Status StoreBlock(const std::string& key, const std::string& block);
+  Status StoreBlock(const std::string& key, std::string_view block);
+  void CachePut(const std::string& key, std::string data);
   // Uploads a staged block (compressing it) and offers it to the disk cache.
   Status PutStaged(const std::string& key, const BlockRef& block);
   // The staged block if key is staged (then also put in the memory cache);

@@ -261,7 +261,23 @@ class Dumper {
 
 }  // namespace
 
+namespace {
+Status DumpMarked(Meta* meta, const DumpOptions& opts, const LineWriter& out, DumpStats* stats);
+}  // namespace
+
+// While the dump runs, and for the slices it may name afterwards, compaction
+// keeps the objects it replaces for trash-days (Meta::BeginBackup).
 Status Dump(Meta* meta, const DumpOptions& opts, const LineWriter& out, DumpStats* stats) {
+  RETURN_IF_ERROR(meta->BeginBackup().With("marking the dump's slices"));
+  Status st = DumpMarked(meta, opts, out, stats);
+  Status ended = meta->EndBackup();
+  if (!ended.ok() && st.ok()) return ended.With("ending the dump's mark (compaction keeps what it replaces meanwhile)");
+  return st;
+}
+
+namespace {
+
+Status DumpMarked(Meta* meta, const DumpOptions& opts, const LineWriter& out, DumpStats* stats) {
   ASSIGN_OR_RETURN(Format format, meta->Load());
   // This client's batched statistics and usage counters first, so that the
   // dump's counters match its tree (other clients' may lag a second; load
@@ -330,8 +346,6 @@ Status Dump(Meta* meta, const DumpOptions& opts, const LineWriter& out, DumpStat
 }
 
 // ---- loading ----
-
-namespace {
 
 class Loader {
  public:

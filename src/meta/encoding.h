@@ -17,6 +17,11 @@ inline constexpr const char* kNextSlice = "nextSlice";
 inline constexpr const char* kNextSession = "nextSession";
 inline constexpr const char* kUsedSpace = "usedSpace";
 inline constexpr const char* kTotalInodes = "totalInodes";
+// Meta::BeginBackup/EndBackup: slices with ids up to the mark may be in a
+// dump; dumps in progress; when the last one began (unix seconds).
+inline constexpr const char* kBackupMark = "backupSliceMark";
+inline constexpr const char* kBackupsRunning = "backupsRunning";
+inline constexpr const char* kBackupBegan = "backupBegan";
 
 std::string CounterKey(std::string_view name);
 std::string AttrKey(Ino ino);

@@ -87,6 +87,8 @@ class FaultMeta final : public Meta {
   Status AddQuotaUsage(const std::vector<std::pair<QuotaKey, QuotaUsage>>& deltas) override {
     return inner_->AddQuotaUsage(deltas);
   }
+  Status BeginBackup() override { return inner_->BeginBackup(); }
+  Status EndBackup() override { return inner_->EndBackup(); }
   Result<bool> ClaimJob(const std::string& name, int64_t interval_sec) override {
     return inner_->ClaimJob(name, interval_sec);
   }

@@ -1112,11 +1112,17 @@ Status KvMeta::WriteSlices(const Context& ctx, Ino ino, const std::vector<SliceW
 
 Status KvMeta::CompactChunk(Ino ino, uint32_t chunk_index, const std::vector<Slice>& expected,
                             const std::vector<Slice>& replacement) {
-  // With the trash on, the replaced slices' objects stay for trash-days:
-  // metadata backups taken meanwhile still read.
+  // With the trash on, the objects of replaced slices that a metadata dump
+  // may refer to stay for trash-days (Meta::BeginBackup).
   const int days = limits_.TrashDays();
   const int64_t not_before = days > 0 ? Now().sec + int64_t(days) * 86400 : 0;
   return engine_->Run([&](kv::Txn& tx) {
+    int64_t mark = 0;
+    if (not_before > 0) {
+      auto m = tx.Get(CounterKey(keys::kBackupMark));
+      if (m.ok()) mark = DecodeI64(*m);
+      else if (!m.status().not_found()) return m.status();
+    }
     std::string key = ChunkKey(ino, chunk_index);
     auto v = tx.Get(key);
     if (!v.ok()) return v.status().not_found() ? Status::Err(EAGAIN, "chunk is gone") : v.status();
@@ -1134,7 +1140,7 @@ Status KvMeta::CompactChunk(Ino ino, uint32_t chunk_index, const std::vector<Sli
       kept = kept || std::any_of(current.begin() + long(expected.size()), current.end(),
                                  [&](const Slice& r) { return r.id == s.id; });
       if (s.id != 0 && !kept && released.insert(s.id).second)
-        RETURN_IF_ERROR(ReleaseSliceTx(tx, s.id, s.size, not_before));
+        RETURN_IF_ERROR(ReleaseSliceTx(tx, s.id, s.size, int64_t(s.id) <= mark ? not_before : 0));
     }
     if (value.empty()) return tx.Delete(key);
     return tx.Put(key, value);

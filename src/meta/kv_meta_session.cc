@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <unordered_set>
 
@@ -65,6 +66,39 @@ Result<bool> KvMeta::ClaimJob(const std::string& name, int64_t interval_sec) {
     return tx.Put(JobKey(name), EncodeI64(now));
   }));
   return claimed;
+}
+
+namespace {
+
+Result<int64_t> CounterTx(kv::Txn& tx, const char* name) {
+  auto v = tx.Get(CounterKey(name));
+  if (v.ok()) return DecodeI64(*v);
+  if (v.status().not_found()) return int64_t(0);
+  return v.status();
+}
+
+}  // namespace
+
+Status KvMeta::BeginBackup() {
+  return engine_->Run([&](kv::Txn& tx) {
+    ASSIGN_OR_RETURN(int64_t running, CounterTx(tx, keys::kBackupsRunning));
+    RETURN_IF_ERROR(tx.Put(CounterKey(keys::kBackupsRunning), EncodeI64(std::max<int64_t>(running, 0) + 1)));
+    RETURN_IF_ERROR(tx.Put(CounterKey(keys::kBackupBegan), EncodeI64(Now().sec)));
+    return tx.Put(CounterKey(keys::kBackupMark), EncodeI64(std::numeric_limits<int64_t>::max()));
+  });
+}
+
+Status KvMeta::EndBackup() {
+  return engine_->Run([&](kv::Txn& tx) {
+    ASSIGN_OR_RETURN(int64_t running, CounterTx(tx, keys::kBackupsRunning));
+    ASSIGN_OR_RETURN(int64_t began, CounterTx(tx, keys::kBackupBegan));
+    running = std::max<int64_t>(running - 1, 0);
+    if (running > 0 && Now().sec - began > kBackupGiveUpSec) running = 0;  // the others died long ago
+    RETURN_IF_ERROR(tx.Put(CounterKey(keys::kBackupsRunning), EncodeI64(running)));
+    if (running > 0) return Status::OK();  // the mark stays up until the last one ends
+    ASSIGN_OR_RETURN(int64_t next, CounterTx(tx, keys::kNextSlice));
+    return tx.Put(CounterKey(keys::kBackupMark), EncodeI64(next));
+  });
 }
 
 Status KvMeta::CloseSession() {

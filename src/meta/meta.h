@@ -274,6 +274,17 @@ class Meta {
   // claimed it in the last interval_sec; the claim is the engine's record of
   // when. The first call on a volume only starts the clock (false).
   virtual Result<bool> ClaimJob(const std::string& name, int64_t interval_sec) = 0;
+  // Metadata dumps (backups, `tessera dump`) and the objects they refer to.
+  // With the trash on, the slices a compaction replaces are kept for
+  // trash-days only when a dump may refer to them: those created before the
+  // newest dump finished (their ids are at most the "backup mark"), and all
+  // of them while a dump is being taken. Slices created and replaced between
+  // two dumps are in none, and go at once: a writer that keeps rewriting a
+  // file does not pile up objects for days. BeginBackup before a dump reads
+  // anything, EndBackup after it finished (or failed). A dump that never
+  // ends (its process died) keeps everything delayed for a day at most.
+  virtual Status BeginBackup() = 0;
+  virtual Status EndBackup() = 0;
   // Background work: removes data of deleted inodes and deletes the objects of
   // unreferenced slices (up to max_items of each per call). Returns how many
   // inodes and slices it handled: 0 when there was nothing to do. Up to

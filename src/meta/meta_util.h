@@ -23,6 +23,8 @@ namespace tessera::meta {
 
 constexpr uint64_t kInodeBatch = 64;
 constexpr uint64_t kSliceBatch = 256;
+// Meta::EndBackup: dumps that began longer ago than this died.
+constexpr int64_t kBackupGiveUpSec = 86400;
 
 inline uint64_t Align4K(uint64_t n) { return (n + 4095) & ~uint64_t(4095); }
 

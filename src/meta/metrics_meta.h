@@ -34,6 +34,8 @@ class MetricsMeta final : public Meta {
   Result<int> CleanStaleSessions(int64_t timeout_sec) override {
     return TimedResult(kSession, [&] { return inner_->CleanStaleSessions(timeout_sec); });
   }
+  Status BeginBackup() override { return Timed(kSession, [&] { return inner_->BeginBackup(); }); }
+  Status EndBackup() override { return Timed(kSession, [&] { return inner_->EndBackup(); }); }
   Result<bool> ClaimJob(const std::string& name, int64_t interval_sec) override {
     return TimedResult(kSession, [&] { return inner_->ClaimJob(name, interval_sec); });
   }

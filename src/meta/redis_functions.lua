@@ -849,10 +849,12 @@ end
 -- `replacement`; EAGAIN when the list changed meanwhile.
 -- The slices a compaction replaces are queued for deletion at `args[5]`
 -- (unix seconds; 0 = at once): with the trash on, not before trash-days
--- have passed, so that metadata backups taken meanwhile stay readable.
+-- have passed when a metadata dump may refer to them (ids up to the backup
+-- mark, see backup_mark), so that the dump stays readable.
 local function compact(args)
   local ino, idx, expected, replacement = tonumber(args[1]), tonumber(args[2]), args[3], args[4]
   local not_before = tonumber(args[5] or '0')
+  local mark = not_before > 0 and tonumber(redis.call('GET', 'backupSliceMark') or '0') or 0
   local ck = chunk_key(ino, idx)
   local v = redis.call('GET', ck)
   if not v or string.sub(v, 1, #expected) ~= expected then return { EAGAIN } end
@@ -869,7 +871,7 @@ local function compact(args)
     local _, id, size = struct.unpack(SLICE, expected, p)
     if id ~= 0 and not kept[id] then
       kept[id] = true -- once per id
-      queue_slice(id, size, not_before)
+      queue_slice(id, size, id <= mark and not_before or 0)
     end
   end
   local nv = replacement .. string.sub(v, #expected + 1)
@@ -1060,6 +1062,26 @@ local function claim_job(args)
   if last and now - tonumber(last) < interval then return { 0, 0 } end
   redis.call('SET', k, now)
   return { 0, last and 1 or 0 }
+end
+
+-- Meta::BeginBackup (args[1] 'begin') and EndBackup ('end'); args[2]: now,
+-- args[3]: after how long dumps still counted as running have died.
+-- Counters as in KvMeta: backupsRunning, backupBegan, backupSliceMark.
+local function backup_mark(args)
+  local now, give_up = tonumber(args[2]), tonumber(args[3])
+  local running = math.max(tonumber(redis.call('GET', 'backupsRunning') or '0'), 0)
+  if args[1] == 'begin' then
+    redis.call('SET', 'backupsRunning', running + 1)
+    redis.call('SET', 'backupBegan', now)
+    redis.call('SET', 'backupSliceMark', '9223372036854775807')
+    return { 0 }
+  end
+  running = math.max(running - 1, 0)
+  local began = tonumber(redis.call('GET', 'backupBegan') or '0')
+  if running > 0 and now - began > give_up then running = 0 end
+  redis.call('SET', 'backupsRunning', running)
+  if running == 0 then redis.call('SET', 'backupSliceMark', redis.call('GET', 'nextSlice') or '0') end
+  return { 0 }
 end
 
 -- Removes a session: its sustained inodes are released, its locks dropped.
@@ -1387,6 +1409,7 @@ register('truncate', truncate)
 register('fallocate', fallocate)
 register('write', write)
 register('compact', compact)
+register('backup_mark', backup_mark)
 register('getxattr', getxattr, true)
 register('setxattr', setxattr)
 register('listxattr', listxattr, true)

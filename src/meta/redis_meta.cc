@@ -729,6 +729,16 @@ Result<bool> RedisMeta::ClaimJob(const std::string& name, int64_t interval_sec) 
   return r.at(1).integer() == 1;
 }
 
+Status RedisMeta::BeginBackup() {
+  return Fcall(kOpSession, "backup_mark", Args().Str("begin").Num(uint64_t(Now().sec)).Num(0).views()).status();
+}
+
+Status RedisMeta::EndBackup() {
+  return Fcall(kOpSession, "backup_mark",
+               Args().Str("end").Num(uint64_t(Now().sec)).Num(uint64_t(kBackupGiveUpSec)).views())
+      .status();
+}
+
 Result<bool> RedisMeta::IsEmpty() {
   ASSIGN_OR_RETURN(auto r, Cmd(kOpOther, {"DBSIZE"}));
   return r.integer() == 0;

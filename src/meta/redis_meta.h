@@ -35,6 +35,8 @@ class RedisMeta final : public Meta {
   Result<std::vector<SessionInfo>> ListSessions() override;
   Result<int> CleanStaleSessions(int64_t timeout_sec) override;
   Result<bool> ClaimJob(const std::string& name, int64_t interval_sec) override;
+  Status BeginBackup() override;
+  Status EndBackup() override;
   Result<int> CleanupDeleted(const SliceDeleter& deleter, int max_items, size_t parallel = 1) override;
 
   Status Lookup(const Context& ctx, Ino parent, const std::string& name, Ino* ino, Attr* attr) override;

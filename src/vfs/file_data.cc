@@ -93,7 +93,7 @@ void DataPath::Upload(uint64_t id, uint32_t index, std::string_view data, std::f
     // Transient failures were retried below (object::RetryStore); what comes
     // back is the answer. Writeback: staged on the local disk and uploaded in
     // the background.
-    Status st = store_->writeback() ? store_->StageBlock(id, index, data) : store_->UploadBlock(id, index, data);
+    Status st = store_->writeback() ? store_->StageBlock(id, index, data) : store_->StoreNewBlock(id, index, data);
     if (!st.ok()) LOG_WARN("upload of block {} of slice {} failed: {}", index, id, st.ToString());
     done(st);
     {
@@ -317,6 +317,9 @@ void FileData::SubmitBlock(const std::shared_ptr<FrozenSlice>& s, uint32_t index
       if (st.ok()) {
         b.state = FrozenSlice::State::kUploaded;
         freed = int64_t(b.data.size());
+        // Without writeback the upload left the caches alone: the bytes go
+        // there now, without a copy (writeback's staging cached them).
+        if (!dp->store()->writeback()) dp->store()->CacheUploaded(s->id, index, std::move(b.data));
         std::string().swap(b.data);
       } else {
         b.state = FrozenSlice::State::kBuffered;

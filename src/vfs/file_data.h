@@ -122,7 +122,9 @@ class DataPath {
   // read-aheads that failed (their reads fetch the data themselves).
   uint64_t abandoned_leaks() const { return abandoned_leaks_.load(std::memory_order_relaxed); }
   uint64_t prefetch_failures() const { return prefetch_failures_.load(std::memory_order_relaxed); }
-  // Uploads a block in the background; `done` runs on a worker with the result.
+  // Uploads a block in the background; `done` runs on a worker with the
+  // result. Without writeback the caches are left alone: `done` hands the
+  // bytes to ChunkStore::CacheUploaded (so the block is not copied).
   void Upload(uint64_t id, uint32_t index, std::string_view data, std::function<void(Status)> done);
 
   // Buffered-byte accounting (may go negative transiently; never blocks).
@@ -324,7 +326,7 @@ class FileData {
   // Commit epoch of the last change to length_ or the pending writes:
   // written under mu_, read anywhere.
   std::atomic<uint64_t> changed_{0};
-  WriteBuffer buffer_;                                  // guarded by mu_
+  WriteBuffer buffer_{dp_->block_size()};               // guarded by mu_
   std::vector<std::shared_ptr<FrozenSlice>> frozen_;    // guarded by mu_: creation order
   uint64_t frozen_unbatched_bytes_ = 0;                 // guarded by mu_: bytes frozen since the last batch or commit
   std::shared_ptr<CommitBatch> batch_;                  // guarded by mu_: commits frozen_'s first slices

@@ -43,6 +43,18 @@ void WriteBuffer::WriteInChunk(uint32_t index, uint32_t pos, const char* data, u
     new_end = std::max<uint64_t>(new_end, last->first + last->second.size());
     ++last;
   }
+  if (first != last && first->first == new_start && std::next(first) == last &&
+      first->first + first->second.size() == start) {
+    // A stream's append (the common case): the bytes are copied once, with
+    // no zero-fill; a range reserves a block's room at once so that it is
+    // not reallocated and copied as it grows to a block.
+    std::string& grown = first->second;
+    const size_t size = grown.size() + n;
+    if (grown.capacity() < size) grown.reserve(std::max<size_t>(size, std::max<size_t>(block_, 2 * grown.size())));
+    grown.append(data, n);
+    bytes_ += n;
+    return;
+  }
   if (first != last && first->first == new_start) {
     // Grow the first range in place: the common sequential append then costs
     // amortised O(n) instead of copying the whole range every time.
@@ -56,6 +68,11 @@ void WriteBuffer::WriteInChunk(uint32_t index, uint32_t pos, const char* data, u
     std::memcpy(grown.data() + (start - new_start), data, n);
     bytes_ += grown.size();
     ranges.erase(std::next(first), last);
+    return;
+  }
+  if (first == last) {  // touches no range: a new one, the bytes copied once
+    bytes_ += n;
+    ranges.emplace(uint32_t(start), std::string(data, n));
     return;
   }
   std::string merged(new_end - new_start, '\0');

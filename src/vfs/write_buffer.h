@@ -11,6 +11,11 @@ namespace tessera::vfs {
 
 class WriteBuffer {
  public:
+  // block: the volume's block size; a range that grows by appends (a
+  // stream) reserves room for a whole block at once, so it is not copied as
+  // it grows (0: no reservation).
+  explicit WriteBuffer(uint32_t block = 0) : block_(block) {}
+
   // One contiguous range of pending bytes within a chunk.
   using Ranges = std::map<uint32_t, std::string>;  // pos in chunk -> bytes
 
@@ -39,6 +44,7 @@ class WriteBuffer {
 
  private:
   void WriteInChunk(uint32_t index, uint32_t pos, const char* data, uint32_t n);
+  const uint32_t block_;
   std::map<uint32_t, Ranges> chunks_;  // chunk index -> ranges
   size_t bytes_ = 0;
 };

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
@@ -31,6 +32,11 @@ namespace {
   do {                                                       \
     ::tessera::Status _st = (expr);                          \
     ASSERT_TRUE(_st.ok()) << #expr << ": " << _st.ToString(); \
+  } while (0)
+#define EXPECT_OK(expr)                                      \
+  do {                                                       \
+    ::tessera::Status _st = (expr);                          \
+    EXPECT_TRUE(_st.ok()) << #expr << ": " << _st.ToString(); \
   } while (0)
 
 class TrashTest : public ::testing::TestWithParam<std::string> {
@@ -224,10 +230,12 @@ TEST_P(TrashTest, DumpCarriesTheTrashAndLoadKeepsItsNumbersApart) {
   EXPECT_GT(fresh, f);
 }
 
-// Slices replaced by compaction stay while the trash would keep a file:
-// their deletion is queued for trash-days later, gc counts them as pending,
-// and they go once due.
+// Slices replaced by compaction that a metadata dump may name stay while
+// the trash would keep a file (here: a dump is being taken): their deletion
+// is queued for trash-days later, gc counts them as pending, and they go
+// once due.
 TEST_P(TrashTest, CompactionKeepsReplacedSlicesForTrashDays) {
+  ASSERT_OK(m_->BeginBackup());
   Ino f = Make(kRootIno, "f", S_IFREG | 0644);
   Attr a;
   std::vector<chunk::Slice> expected;
@@ -286,6 +294,75 @@ TEST_P(TrashTest, CompactionKeepsReplacedSlicesForTrashDays) {
   }
   ASSERT_TRUE(m_->CleanupDeleted(deleter, 100).ok());
   EXPECT_EQ(deleted, std::vector<uint64_t>{id});
+}
+
+// What no dump can name goes at once, trash or not: slices created after
+// the newest dump ended. While dumps run (two overlapping here), everything
+// a compaction replaces is kept; slices from before the last dump ended are
+// kept afterwards too.
+TEST_P(TrashTest, CompactionKeepsOnlyWhatADumpMayName) {
+  Ino f = Make(kRootIno, "f", S_IFREG | 0644);
+  Attr a;
+  uint32_t end = 0;  // each write after the last: none hides another
+  auto write3 = [&](std::vector<chunk::Slice>* list) {
+    for (uint32_t i = 0; i < 3; ++i, end += 100) {
+      auto id = m_->NewSliceId();
+      ASSERT_TRUE(id.ok());
+      chunk::Slice s{end, *id, 100, 0, 100};
+      ASSERT_OK(m_->Write(Context::Root(), f, 0, s, Now(), &a));
+      list->push_back(s);
+    }
+  };
+  std::vector<uint64_t> deleted;
+  auto deleter = [&](uint64_t id, uint32_t) {
+    deleted.push_back(id);
+    return Status::OK();
+  };
+  auto compact = [&](const std::vector<chunk::Slice>& expected) {
+    auto merged = m_->NewSliceId();
+    EXPECT_TRUE(merged.ok());
+    const chunk::Slice all{0, *merged, end, 0, end};
+    EXPECT_OK(m_->CompactChunk(f, 0, expected, {all}));
+    return all;
+  };
+  auto pending = [&] {
+    size_t n = 0;
+    EXPECT_OK(m_->ScanAllSlices([&](uint64_t, uint32_t, bool p) { n += p; }));
+    return n;
+  };
+  // No dump ever: replaced slices go at once.
+  std::vector<chunk::Slice> first;
+  write3(&first);
+  const chunk::Slice merged1 = compact(first);
+  ASSERT_TRUE(m_->CleanupDeleted(deleter, 100).ok());
+  EXPECT_EQ(deleted.size(), 3u);
+  EXPECT_EQ(pending(), 0u);
+
+  // Two dumps overlap: while either runs, everything replaced is kept.
+  ASSERT_OK(m_->BeginBackup());
+  ASSERT_OK(m_->BeginBackup());
+  ASSERT_OK(m_->EndBackup());
+  std::vector<chunk::Slice> second{merged1};
+  write3(&second);
+  const chunk::Slice merged2 = compact(second);
+  deleted.clear();
+  ASSERT_TRUE(m_->CleanupDeleted(deleter, 100).ok());
+  EXPECT_TRUE(deleted.empty()) << "a slice a running dump may name was deleted";
+  EXPECT_EQ(pending(), 4u);
+  ASSERT_OK(m_->EndBackup());
+
+  // After the last dump: slices created before it ended are kept, those
+  // created after (past this client's batch of ids reserved before) go.
+  for (int i = 0; i < 300; ++i) ASSERT_TRUE(m_->NewSliceId().ok());
+  std::vector<chunk::Slice> third{merged2};
+  write3(&third);
+  compact(third);
+  deleted.clear();
+  ASSERT_TRUE(m_->CleanupDeleted(deleter, 100).ok());
+  std::vector<uint64_t> want{third[1].id, third[2].id, third[3].id};
+  std::sort(deleted.begin(), deleted.end());
+  EXPECT_EQ(deleted, want);
+  EXPECT_EQ(pending(), 5u);  // merged2 joined the four
 }
 
 INSTANTIATE_TEST_SUITE_P(Engines, TrashTest, ::testing::Values("memory", "sqlite3", "postgres", "redis"),
