@@ -32,7 +32,7 @@ trap cleanup EXIT
 mkdir -p "$W/mnt"
 "$T" format "sqlite3://$W/meta.db" pileup --bucket "$W/bucket" --trash-days "$TRASH" >/dev/null
 "$T" mount "sqlite3://$W/meta.db" "$W/mnt" -d --log "$W/mount.log" >/dev/null
-(while true; do du -sm "$W/bucket" | cut -f1 >>"$W/samples"; sleep 1; done) &
+(while true; do { du -sm "$W/bucket" 2>/dev/null || true; } | cut -f1 >>"$W/samples"; sleep 1; done) &
 MON=$!
 fio --name=sw --directory="$W/mnt" --rw=write --bs=1M --size="$SIZE" --direct=1 --numjobs="$JOBS" \
   --time_based --runtime="$RUNTIME" --group_reporting --output-format=json >"$W/fio.json"
