@@ -142,16 +142,6 @@ Result<meta::Ino> ResolvePath(meta::Meta* m, const std::string& path) {
   return ino;
 }
 
-void ParallelFor(size_t n, int threads, const std::function<void(size_t)>& fn) {
-  std::atomic<size_t> next{0};
-  std::vector<std::thread> workers;
-  for (int t = 0; t < std::max(1, threads); ++t)
-    workers.emplace_back([&] {
-      for (size_t i; (i = next.fetch_add(1)) < n;) fn(i);
-    });
-  for (auto& w : workers) w.join();
-}
-
 Result<int64_t> ParseDuration(const std::string& s) {
   size_t digits = 0;
   while (digits < s.size() && s[digits] >= '0' && s[digits] <= '9') ++digits;

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "common/parallel.h"
 #include "common/status.h"
 #include "meta/meta.h"
 #include "object/object_store.h"
@@ -57,9 +58,6 @@ Status WalkFiles(meta::Meta* m, const std::string& path, meta::Ino root, const F
 // The inode at `path` inside the volume ("/" the root).
 Result<meta::Ino> ResolvePath(meta::Meta* m, const std::string& path);
 
-// Calls fn(i) for i in [0, n) on `threads` threads (at least one), each
-// taking the next index; returns when all are done.
-void ParallelFor(size_t n, int threads, const std::function<void(size_t)>& fn);
 
 // "90", "90s", "30m", "1h", "2d" -> seconds (0 allowed); EINVAL with a
 // message otherwise.

@@ -130,6 +130,13 @@ Status IncrTx(kv::Txn& tx, const char* name, int64_t delta) {
   return r.ok() ? Status::OK() : r.status();
 }
 
+Result<int64_t> CounterTx(kv::Txn& tx, const char* name) {
+  auto v = tx.Get(CounterKey(name));
+  if (v.ok()) return DecodeI64(*v);
+  if (v.status().not_found()) return int64_t(0);
+  return v.status();
+}
+
 Status DeletePrefixTx(kv::Txn& tx, const std::string& prefix) {
   std::vector<std::string> doomed;
   RETURN_IF_ERROR(tx.Scan(prefix, kv::PrefixEnd(prefix), 0, [&](std::string_view k, std::string_view) {
@@ -1119,9 +1126,7 @@ Status KvMeta::CompactChunk(Ino ino, uint32_t chunk_index, const std::vector<Sli
   return engine_->Run([&](kv::Txn& tx) {
     int64_t mark = 0;
     if (not_before > 0) {
-      auto m = tx.Get(CounterKey(keys::kBackupMark));
-      if (m.ok()) mark = DecodeI64(*m);
-      else if (!m.status().not_found()) return m.status();
+      ASSIGN_OR_RETURN(mark, CounterTx(tx, keys::kBackupMark));
     }
     std::string key = ChunkKey(ino, chunk_index);
     auto v = tx.Get(key);

@@ -68,17 +68,6 @@ Result<bool> KvMeta::ClaimJob(const std::string& name, int64_t interval_sec) {
   return claimed;
 }
 
-namespace {
-
-Result<int64_t> CounterTx(kv::Txn& tx, const char* name) {
-  auto v = tx.Get(CounterKey(name));
-  if (v.ok()) return DecodeI64(*v);
-  if (v.status().not_found()) return int64_t(0);
-  return v.status();
-}
-
-}  // namespace
-
 Status KvMeta::BeginBackup() {
   return engine_->Run([&](kv::Txn& tx) {
     ASSIGN_OR_RETURN(int64_t running, CounterTx(tx, keys::kBackupsRunning));

@@ -29,6 +29,8 @@ Status RemovableEntryTx(kv::Txn& tx, const Context& ctx, Ino parent, const std::
 Status EntriesPageTx(kv::Txn& tx, Ino dir, const std::string& after, size_t limit, std::vector<Entry>* out,
                      bool* more, bool strict);
 Status IncrTx(kv::Txn& tx, const char* name, int64_t delta);
+// A counter's value (0 when never set).
+Result<int64_t> CounterTx(kv::Txn& tx, const char* name);
 Status DeletePrefixTx(kv::Txn& tx, const std::string& prefix);
 // A chunk list no longer holds slice (id, size): one reference fewer if
 // clones share it (docs/format.md §4), else its objects are queued for

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "common/log.h"
+#include "common/parallel.h"
 
 namespace tessera::meta {
 
@@ -280,25 +281,22 @@ Status CheckCloneArgs(const Context& ctx, Ino src, Ino parent, const std::string
 
 std::vector<size_t> DeleteSlices(const SliceDeleter& deleter, const std::vector<std::pair<uint64_t, uint32_t>>& slices,
                                  size_t parallel, Status* failed) {
+  // After a failure (the store is down) no new deletion starts, as when
+  // they ran one at a time; the next cleanup round tries again.
   std::vector<char> ok(slices.size(), 0);
-  std::atomic<size_t> next{0};
+  std::atomic<bool> stop{false};
   std::mutex mu;
-  auto work = [&] {
-    for (size_t i; (i = next.fetch_add(1)) < slices.size();) {
-      Status st = deleter(slices[i].first, slices[i].second);
-      if (st.ok()) {
-        ok[i] = 1;
-        continue;
-      }
-      std::lock_guard<std::mutex> g(mu);
-      if (failed->ok()) *failed = st;
+  ParallelFor(slices.size(), int(std::min<size_t>(parallel, (slices.size() + 3) / 4)), [&](size_t i) {
+    if (stop.load()) return;
+    Status st = deleter(slices[i].first, slices[i].second);
+    if (st.ok()) {
+      ok[i] = 1;
+      return;
     }
-  };
-  const size_t threads = std::min(std::max<size_t>(parallel, 1), (slices.size() + 3) / 4);
-  std::vector<std::thread> pool;
-  for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
-  work();
-  for (auto& t : pool) t.join();
+    stop = true;
+    std::lock_guard<std::mutex> g(mu);
+    if (failed->ok()) *failed = st;
+  });
   std::vector<size_t> done;
   for (size_t i = 0; i < slices.size(); ++i)
     if (ok[i]) done.push_back(i);

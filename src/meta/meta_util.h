@@ -29,8 +29,9 @@ constexpr int64_t kBackupGiveUpSec = 86400;
 inline uint64_t Align4K(uint64_t n) { return (n + 4095) & ~uint64_t(4095); }
 
 // CleanupDeleted's object deletions: calls deleter for every slice, up to
-// `parallel` at once. Returns the indexes of the slices whose objects are
-// gone, in order, and the first failure.
+// `parallel` at once; after a failure no new one starts. Returns the
+// indexes of the slices whose objects are gone, in order, and the first
+// failure.
 std::vector<size_t> DeleteSlices(const SliceDeleter& deleter, const std::vector<std::pair<uint64_t, uint32_t>>& slices,
                                  size_t parallel, Status* failed);
 
