@@ -209,6 +209,7 @@ std::string ConfigJson(const MountOptions& o, const std::string& mount_point, co
                   {"entry_cache", o.entry_cache},
                   {"dir_entry_cache", o.dir_entry_cache},
                   {"negative_entry_cache", o.negative_entry_cache},
+                  {"coherent_cache", o.coherent_cache},
                   {"buffer_size_mib", o.buffer_size_mib},
                   {"max_uploads", o.max_uploads},
                   {"cache_dir", cache_dir},
@@ -359,6 +360,8 @@ int Serve(const MountOptions& o, const std::string& mount_point, const std::func
   fo.internal_files_public = o.internal_files_public;
   fo.config_json = ConfigJson(o, mount_point, vol->format, sc.cache_dir);
   fo.metrics_labels = labels;
+  fo.coherent_timeout = o.coherent_cache;
+  fo.timeouts_given = o.cache_timeouts_given;
   LOG_INFO("mounting volume {} ({}) at {}; data in {}", vol->format.name, RedactUrl(o.meta_url), mount_point,
            vol->store->Describe());
   LOG_INFO("caches: attributes {}s, entries {}s, directory entries {}s, negative lookups {}s; write buffer {} MiB; "

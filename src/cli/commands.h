@@ -47,6 +47,10 @@ struct MountOptions {
   double entry_cache = 1.0;
   double dir_entry_cache = 1.0;
   double negative_entry_cache = 0.0;
+  // Coherent kernel caches (docs/consistency.md): entries and attributes
+  // cached this long while the engine reports other clients' changes.
+  double coherent_cache = 300.0;
+  bool cache_timeouts_given = false;  // --attr-cache/--entry-cache/--dir-entry-cache on the command line
   bool no_allow_other = false;
   bool non_default_permission = false;
   bool writeback_cache = false;

@@ -83,6 +83,10 @@ int main(int argc, char** argv) {
   mount->add_option("--entry-cache", mo.entry_cache, "kernel file entry cache timeout, seconds")->capture_default_str();
   mount->add_option("--dir-entry-cache", mo.dir_entry_cache, "kernel directory entry cache timeout, seconds")->capture_default_str();
   mount->add_option("--negative-entry-cache", mo.negative_entry_cache, "kernel negative lookup cache timeout, seconds")->capture_default_str();
+  mount->add_option("--coherent-cache", mo.coherent_cache,
+                    "kernel entry and attribute cache timeout, seconds, while the metadata engine reports other "
+                    "clients' changes (invalidated on each change; 0: no watching, the timeouts above)")
+      ->capture_default_str()->check(CLI::Range(0.0, 86400.0));
   mount->add_option("--buffer-size", mo.buffer_size_mib, "memory for buffered writes, MiB (writers wait beyond it)")
       ->capture_default_str()->check(CLI::Range(16, 1 << 20));
   mount->add_option("--max-uploads", mo.max_uploads, "concurrent block uploads")->capture_default_str()->check(CLI::Range(1, 1000));
@@ -457,6 +461,7 @@ int main(int argc, char** argv) {
   tessera::HidePasswordsInArgs(argc, argv);  // CLI11 holds its own copies
   if (*format) return Format(fo);
   if (*mount) {
+    mo.cache_timeouts_given = mount->count("--attr-cache") + mount->count("--entry-cache") + mount->count("--dir-entry-cache") > 0;
     if (mo.update_fstab) mo.fstab_options = FstabOptions(*mount);
     return Mount(mo);
   }

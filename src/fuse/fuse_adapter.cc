@@ -18,6 +18,7 @@
 #include "common/log.h"
 #include "common/metrics.h"
 #include "common/metrics_export.h"
+#include "fuse/coherence.h"
 #include "fuse/internal_files.h"
 
 namespace tessera::fuse {
@@ -55,6 +56,7 @@ struct State {
   std::array<OpMetrics, kFuseOpCount> ops{};
   metrics::Counter* read_bytes = nullptr;
   metrics::Counter* written_bytes = nullptr;
+  Coherence coherence{};
 };
 
 State* S(fuse_req_t req) { return static_cast<State*>(fuse_req_userdata(req)); }
@@ -91,14 +93,19 @@ void FillStat(Ino ino, const Attr& a, struct stat* st) {
   st->st_ctim = {a.ctime.sec, long(a.ctime.nsec)};
 }
 
-fuse_entry_param MakeEntry(fuse_req_t req, Ino ino, const Attr& a) {
-  const auto& cfg = V(req)->config();
+// The coherence sequence number when the request this thread is serving
+// began (see Coherence::For).
+thread_local uint64_t t_seq = 0;
+
+// Call while holding Coherence::ReplyLock until the reply is sent.
+fuse_entry_param MakeEntry(fuse_req_t req, Ino ino, const Attr& a, Ino parent) {
+  const Coherence::Timeouts& t = S(req)->coherence.For(t_seq, ino, parent);
   fuse_entry_param e;
   std::memset(&e, 0, sizeof(e));
   e.ino = ino;
   e.generation = 1;
-  e.attr_timeout = cfg.attr_timeout;
-  e.entry_timeout = a.IsDir() ? cfg.dir_entry_timeout : cfg.entry_timeout;
+  e.attr_timeout = t.attr;
+  e.entry_timeout = a.IsDir() ? t.dir_entry : t.entry;
   FillStat(ino, a, &e.attr);
   return e;
 }
@@ -118,6 +125,7 @@ class OpScope {
       : state_(S(req)), op_(op), start_(std::chrono::steady_clock::now()) {
     t_result = 0;
     t_entry = 0;
+    t_seq = state_->coherence.Begin();
     if (state_->internal->access_log().active()) {
       const fuse_ctx* c = fuse_req_ctx(req);
       uid_ = c->uid, gid_ = c->gid, pid_ = c->pid;
@@ -205,22 +213,30 @@ void ReplyInternalEntry(fuse_req_t req, Ino ino) {
   fuse_reply_entry(req, &e);
 }
 
-void ReplyEntry(fuse_req_t req, const Status& st, Ino ino, const Attr& a) {
+void ReplyEntry(fuse_req_t req, const Status& st, Ino ino, const Attr& a, Ino parent, const char* name) {
   if (!st.ok()) return ReplyErr(req, st);
   t_entry = ino;
-  fuse_entry_param e = MakeEntry(req, ino, a);
+  Coherence& co = S(req)->coherence;
+  auto lock = co.ReplyLock();
+  fuse_entry_param e = MakeEntry(req, ino, a, parent);
   // Count the kernel's reference before it can act on the reply (an rmdir
   // racing with our bookkeeping would otherwise delete a referenced inode).
   vfs::Vfs* vfs = V(req);  // req is freed by the reply
   vfs->AddRef(ino);
-  if (fuse_reply_entry(req, &e) != 0) (void)vfs->Forget(ino, 1);
+  co.Noted(parent, name, ino);
+  if (fuse_reply_entry(req, &e) != 0) {
+    (void)vfs->Forget(ino, 1);
+    co.Forgot(ino, 1);
+  }
 }
 
 void ReplyAttr(fuse_req_t req, const Status& st, Ino ino, const Attr& a) {
   if (!st.ok()) return ReplyErr(req, st);
   struct stat s;
   FillStat(ino, a, &s);
-  fuse_reply_attr(req, &s, V(req)->config().attr_timeout);
+  Coherence& co = S(req)->coherence;
+  auto lock = co.ReplyLock();
+  fuse_reply_attr(req, &s, co.For(t_seq, ino).attr);
 }
 
 // Close-to-open: the kernel keeps a file's cached pages only when the file
@@ -276,13 +292,14 @@ void OpLookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
     fuse_reply_entry(req, &e);
     return;
   }
-  ReplyEntry(req, st, ino, a);
+  ReplyEntry(req, st, ino, a, parent, name);
 }
 
 void OpForget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
   OpScope scope(req, kForget, "{},{}", ino, nlookup);
   if (IsInternal(ino)) scope.Internal();
   else if (Status st = V(req)->Forget(ino, nlookup); !st.ok()) LOG_WARN("forget inode {}: {}", ino, st.ToString());
+  if (!IsInternal(ino)) S(req)->coherence.Forgot(ino, nlookup);
   fuse_reply_none(req);
 }
 
@@ -290,6 +307,7 @@ void OpForgetMulti(fuse_req_t req, size_t count, fuse_forget_data* forgets) {
   OpScope scope(req, kForget, "{} inodes", count);
   for (size_t i = 0; i < count; ++i) {
     if (IsInternal(forgets[i].ino)) continue;
+    S(req)->coherence.Forgot(forgets[i].ino, forgets[i].nlookup);
     Status st = V(req)->Forget(forgets[i].ino, forgets[i].nlookup);
     if (!st.ok()) LOG_WARN("forget inode {}: {}", forgets[i].ino, st.ToString());
   }
@@ -342,7 +360,7 @@ void OpMknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, d
   Ino ino = 0;
   Attr a;
   Status st = V(req)->Mknod(Ctx(req), parent, name, mode, 0, uint32_t(rdev), &ino, &a);
-  ReplyEntry(req, st, ino, a);
+  ReplyEntry(req, st, ino, a, parent, name);
 }
 
 void OpMkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode) {
@@ -350,7 +368,7 @@ void OpMkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode) {
   Ino ino = 0;
   Attr a;
   Status st = V(req)->Mkdir(Ctx(req), parent, name, mode, 0, &ino, &a);
-  ReplyEntry(req, st, ino, a);
+  ReplyEntry(req, st, ino, a, parent, name);
 }
 
 void OpUnlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
@@ -368,7 +386,7 @@ void OpSymlink(fuse_req_t req, const char* target, fuse_ino_t parent, const char
   Ino ino = 0;
   Attr a;
   Status st = V(req)->Symlink(Ctx(req), parent, name, target, &ino, &a);
-  ReplyEntry(req, st, ino, a);
+  ReplyEntry(req, st, ino, a, parent, name);
 }
 
 void OpRename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t newparent, const char* newname,
@@ -382,7 +400,7 @@ void OpLink(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char* ne
   if (AnswerInternal(req, &scope, ino, EPERM)) return;
   Attr a;
   Status st = V(req)->Link(Ctx(req), ino, newparent, newname, &a);
-  ReplyEntry(req, st, ino, a);
+  ReplyEntry(req, st, ino, a, newparent, newname);
 }
 
 void OpOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
@@ -419,12 +437,16 @@ void OpCreate(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, 
   Status st = V(req)->Create(Ctx(req), parent, name, mode, 0, fi->flags, &h, &ino, &a);
   if (!st.ok()) return ReplyErr(req, st);
   t_entry = ino;
-  fuse_entry_param e = MakeEntry(req, ino, a);
+  Coherence& co = S(req)->coherence;
+  auto lock = co.ReplyLock();
+  fuse_entry_param e = MakeEntry(req, ino, a, parent);
   fi->fh = reinterpret_cast<uint64_t>(h);
   fi->keep_cache = 0;
   vfs::Vfs* vfs = V(req);  // req is freed by the reply
   vfs->AddRef(ino);  // before the kernel can act on the reply (see ReplyEntry)
+  co.Noted(parent, name, ino);
   if (fuse_reply_create(req, &e, fi) != 0) {
+    co.Forgot(ino, 1);
     (void)vfs->Forget(ino, 1);
     (void)vfs->Release(Context::Root(), h);
   }
@@ -502,12 +524,15 @@ void DoReaddir(fuse_req_t req, size_t size, off_t off, fuse_file_info* fi, bool 
   std::unique_ptr<char[]> buf(new char[size]);
   size_t used = 0;
   std::vector<Ino> counted;
+  const Ino dir = H(fi)->ino;
+  Coherence& co = S(req)->coherence;
+  auto lock = co.ReplyLock();
   // One window at most: a short reply is fine, the kernel asks again.
   for (uint64_t i = std::max<uint64_t>(uint64_t(off), base); i - base < entries->size(); ++i) {
     const meta::Entry& e = (*entries)[i - base];
     size_t n;
     if (plus) {
-      fuse_entry_param p = MakeEntry(req, e.ino, e.attr);
+      fuse_entry_param p = MakeEntry(req, e.ino, e.attr, dir);
       n = fuse_add_direntry_plus(req, buf.get() + used, size - used, e.name.c_str(), &p, off_t(i + 1));
     } else {
       struct stat s;
@@ -518,12 +543,19 @@ void DoReaddir(fuse_req_t req, size_t size, off_t off, fuse_file_info* fi, bool 
     }
     if (n > size - used) break;
     used += n;
-    if (plus && i >= 2) counted.push_back(e.ino);  // the kernel counts all but "." and ".."
+    if (plus && i >= 2) {  // the kernel counts all but "." and ".."
+      counted.push_back(e.ino);
+      co.Noted(dir, e.name, e.ino);
+    }
   }
   vfs::Vfs* vfs = V(req);  // req is freed by the reply
   for (Ino ino : counted) vfs->AddRef(ino);  // before the kernel can act on the reply
-  if (fuse_reply_buf(req, buf.get(), used) != 0)
-    for (Ino ino : counted) (void)vfs->Forget(ino, 1);
+  if (fuse_reply_buf(req, buf.get(), used) != 0) {
+    for (Ino ino : counted) {
+      (void)vfs->Forget(ino, 1);
+      co.Forgot(ino, 1);
+    }
+  }
 }
 
 void OpReaddir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
@@ -785,6 +817,31 @@ Result<std::vector<std::string>> CheckOptions(const std::vector<std::string>& op
   return pass;
 }
 
+// Watches for other clients' changes when asked to, and picks the kernel
+// cache timeouts accordingly (a failed watch keeps the configured ones).
+void StartCoherence(State* state) {
+  const vfs::Config& cfg = state->vfs->config();
+  const Coherence::Timeouts configured{cfg.attr_timeout, cfg.entry_timeout, cfg.dir_entry_timeout};
+  state->coherence.Configure(false, configured, configured);
+  if (state->opts.coherent_timeout <= 0) return;
+  Status st = state->vfs->meta()->WatchChanges([state](const std::vector<meta::Change>& changes, bool lost) {
+    state->coherence.Apply(state->se, changes, lost);
+  });
+  if (!st.ok()) {
+    LOG_WARN("kernel caches stay short ({}s attributes, {}s entries): {}", cfg.attr_timeout, cfg.entry_timeout,
+             st.ToString());
+    return;
+  }
+  const double t = state->opts.coherent_timeout;
+  const Coherence::Timeouts lasting = state->opts.timeouts_given ? configured : Coherence::Timeouts{t, t, t};
+  const Coherence::Timeouts brief{std::min(cfg.attr_timeout, 1.0), std::min(cfg.entry_timeout, 1.0),
+                                  std::min(cfg.dir_entry_timeout, 1.0)};
+  state->coherence.Configure(true, lasting, brief);
+  LOG_INFO("coherent kernel caches: attributes {}s, entries {}s, directory entries {}s while other clients' changes "
+           "are reported",
+           lasting.attr, lasting.entry, lasting.dir_entry);
+}
+
 Status Serve(vfs::Vfs* vfs, const MountOptions& opts, const std::function<void(const Status&)>& on_mounted) {
   State state{vfs, opts};
   InternalFiles internal(opts.internal_prefix, opts.internal_files_public,
@@ -832,12 +889,14 @@ Status Serve(vfs::Vfs* vfs, const MountOptions& opts, const std::function<void(c
         (void)fuse_lowlevel_notify_delete(se, parent, child, name.data(), name.size());
       }
     });
+  if (se) StartCoherence(&state);
   if (!se) {
     Status st = Status::Err(EINVAL, "cannot create FUSE session (bad mount options?)");
     on_mounted(st);
     return st;
   }
   if (fuse_set_signal_handlers(se) != 0) {
+    vfs->meta()->StopWatching();
     vfs->SetCacheInvalidator(nullptr);
     vfs->SetEntryInvalidator(nullptr);
     fuse_session_destroy(se);
@@ -847,6 +906,7 @@ Status Serve(vfs::Vfs* vfs, const MountOptions& opts, const std::function<void(c
   }
   if (fuse_session_mount(se, opts.mount_point.c_str()) != 0) {
     fuse_remove_signal_handlers(se);
+    vfs->meta()->StopWatching();
     vfs->SetCacheInvalidator(nullptr);
     vfs->SetEntryInvalidator(nullptr);
     fuse_session_destroy(se);
@@ -861,6 +921,7 @@ Status Serve(vfs::Vfs* vfs, const MountOptions& opts, const std::function<void(c
   fuse_loop_cfg_set_idle_threads(cfg, 8);
   int rc = fuse_session_loop_mt(se, cfg);
   fuse_loop_cfg_destroy(cfg);
+  vfs->meta()->StopWatching();  // before the session it notifies goes
   fuse_session_unmount(se);
   fuse_remove_signal_handlers(se);
   vfs->SetCacheInvalidator(nullptr);

@@ -33,6 +33,13 @@ struct MountOptions {
   std::string internal_prefix = ".";
   bool internal_files_public = false;
   std::string config_json = "{}";
+  // Coherent kernel caches (coherence.h): > 0 watches the engine for other
+  // clients' changes and, while that works, lets the kernel cache entries
+  // and attributes this long (seconds) — or as long as the vfs::Config
+  // timeouts say when timeouts_given (--attr-cache etc. on the command
+  // line). 0: the vfs::Config timeouts, no watching.
+  double coherent_timeout = 0;
+  bool timeouts_given = false;
   // Labels every metric of .stats carries (volume, mount point, the user's).
   std::vector<std::pair<std::string, std::string>> metrics_labels;
 };

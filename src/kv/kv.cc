@@ -3,11 +3,55 @@
 #include <cassert>
 
 #include "common/url.h"
+#include "common/log.h"
+#include "kv/listen.h"
 #include "kv/memory_kv.h"
 #include "kv/postgres_kv.h"
 #include "kv/sqlite_kv.h"
 
 namespace tessera::kv {
+
+Status Txn::Notify(std::string_view) {
+  return Status::Err(ENOTSUP, "kv: this engine cannot notify other clients");
+}
+
+Result<std::unique_ptr<Listener>> Engine::Listen(NotifyFn) {
+  return Status::Err(ENOTSUP, "kv: " + Name() + " cannot report other clients' changes");
+}
+
+PollingListener::PollingListener(PollFn poll, Engine::NotifyFn fn, std::chrono::milliseconds interval)
+    : poll_(std::move(poll)), fn_(std::move(fn)), interval_(interval), thread_([this] { Loop(); }) {}
+
+PollingListener::~PollingListener() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void PollingListener::Loop() {
+  bool failing = false;
+  for (;;) {
+    {
+      std::unique_lock lock(mu_);
+      if (cv_.wait_for(lock, interval_, [&] { return stop_; })) return;
+    }
+    std::vector<std::string> payloads;
+    bool lost = false;
+    Status st = poll_(&payloads, &lost);
+    if (!st.ok()) {
+      if (!failing) LOG_WARN("reading other clients' changes: {} (caches dropped until it works)", st.ToString());
+      failing = true;
+      fn_({}, true);
+      continue;
+    }
+    if (failing) LOG_INFO("reading other clients' changes works again");
+    failing = false;
+    if (lost || !payloads.empty()) fn_(payloads, lost);
+  }
+}
 
 Status Txn::PutMany(const KeyValues& kvs) {
   for (const auto& [k, v] : kvs) RETURN_IF_ERROR(Put(k, v));

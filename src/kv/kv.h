@@ -45,6 +45,18 @@ class Txn {
   // Atomically adds delta to a little-endian int64 counter stored at key
   // (missing = 0) and returns the new value.
   virtual Result<int64_t> Incr(std::string_view key, int64_t delta);
+
+  // Hands payload to the engine's listeners (Engine::Listen) if, and only
+  // if, this transaction commits. Listeners receive payloads in commit
+  // order. ENOTSUP where the backend cannot (the default).
+  virtual Status Notify(std::string_view payload);
+};
+
+// A running Engine::Listen; destroying it stops the listening (and waits
+// for a callback in progress).
+class Listener {
+ public:
+  virtual ~Listener() = default;
 };
 
 class Engine {
@@ -62,6 +74,13 @@ class Engine {
   virtual Status DropAll() = 0;
   // e.g. "sqlite3", "memory", "postgres" (never a URL or password)
   virtual std::string Name() const = 0;
+  // Calls fn, on a thread of its own, with the payloads of transactions
+  // committed after Listen returned (by any process), in commit order,
+  // a few at a time. lost = true: payloads may have been missed (the
+  // connection broke, the log was pruned past this reader); the listener
+  // goes on after it. ENOTSUP where the backend cannot (the default).
+  using NotifyFn = std::function<void(const std::vector<std::string>& payloads, bool lost)>;
+  virtual Result<std::unique_ptr<Listener>> Listen(NotifyFn fn);
 };
 
 // Opens an engine from a URL: "memory://[name]", "sqlite3://PATH" (creates the

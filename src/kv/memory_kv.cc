@@ -1,9 +1,12 @@
 #include "kv/memory_kv.h"
 
+#include <deque>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <shared_mutex>
+
+#include "kv/listen.h"
 
 namespace tessera::kv {
 namespace {
@@ -17,6 +20,11 @@ struct MemoryStore {
   // without conflict detection (and are never retried).
   std::shared_mutex mu;
   Map data;  // guarded by mu
+  // Notified payloads (Txn::Notify) of the last kLogKeep transactions,
+  // numbered from 1: log.back() is number log_seq.
+  static constexpr size_t kLogKeep = 4096;
+  std::deque<std::string> log;  // guarded by mu
+  uint64_t log_seq = 0;         // guarded by mu
 };
 
 bool BeforeEnd(std::string_view key, std::string_view end) { return end.empty() || key < end; }
@@ -80,8 +88,21 @@ class MemoryTxn final : public Txn {
     }
   }
 
-  // Applies the buffered writes; the caller holds the store lock exclusively.
-  void Commit(Map* data) {
+  Status Notify(std::string_view payload) override {
+    if (read_only_) return Status::Err(EINVAL, "kv: Notify in a read-only transaction");
+    notes_.emplace_back(payload);
+    return Status::OK();
+  }
+
+  // Applies the buffered writes and notes; the caller holds the store lock
+  // exclusively.
+  void Commit(MemoryStore* store) {
+    for (std::string& note : notes_) {
+      store->log.push_back(std::move(note));
+      ++store->log_seq;
+      if (store->log.size() > MemoryStore::kLogKeep) store->log.pop_front();
+    }
+    Map* data = &store->data;
     for (auto& [key, value] : writes_) {
       if (value) {
         data->insert_or_assign(key, std::move(*value));
@@ -101,6 +122,7 @@ class MemoryTxn final : public Txn {
   const Map& data_;
   const bool read_only_;
   std::map<std::string, std::optional<std::string>, std::less<>> writes_;  // nullopt = delete
+  std::vector<std::string> notes_;
 };
 
 // Thread-safe: all state is in the store, guarded by its lock. fn must not
@@ -118,7 +140,7 @@ class MemoryEngine final : public Engine {
     std::unique_lock lock(store_->mu);
     MemoryTxn txn(store_->data, false);
     RETURN_IF_ERROR(fn(txn));
-    txn.Commit(&store_->data);
+    txn.Commit(store_.get());
     return Status::OK();
   }
 
@@ -129,6 +151,28 @@ class MemoryEngine final : public Engine {
   }
 
   std::string Name() const override { return "memory"; }
+
+  // Polls the store's log every 10 ms.
+  Result<std::unique_ptr<Listener>> Listen(NotifyFn fn) override {
+    uint64_t next = 0;
+    {
+      std::shared_lock lock(store_->mu);
+      next = store_->log_seq + 1;
+    }
+    auto poll = [store = store_, next](std::vector<std::string>* out, bool* lost) mutable {
+      std::shared_lock lock(store->mu);
+      const uint64_t first = store->log_seq + 1 - store->log.size();
+      if (next < first) {
+        *lost = true;
+        next = first;
+      }
+      for (uint64_t i = next; i <= store->log_seq; ++i) out->push_back(store->log[i - first]);
+      next = store->log_seq + 1;
+      return Status::OK();
+    };
+    return std::unique_ptr<Listener>(
+        std::make_unique<PollingListener>(std::move(poll), std::move(fn), std::chrono::milliseconds(10)));
+  }
 
  private:
   const std::shared_ptr<MemoryStore> store_;

@@ -2,12 +2,18 @@
 
 #include <libpq-fe.h>
 
+#include <poll.h>
+
+#include <atomic>
+#include <chrono>
 #include <cstring>
+#include <thread>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "common/log.h"
 #include "common/url.h"
 #include "kv/sql_kv.h"
 
@@ -39,10 +45,11 @@ constexpr StmtParams kParams[sql::kNumStmts] = {
     {3, {kByteaOid, kByteaOid, kInt8Oid}},  // kScanRange
     {2, {kByteaOid, kInt8Oid}},             // kScanFrom
     {0, {}},                                // kDeleteAll
+    {1, {kByteaOid}},                       // kNotify
 };
 constexpr const char* kStmtNames[sql::kNumStmts] = {
     "tessera_begin_read", "tessera_begin_write", "tessera_commit",     "tessera_rollback",  "tessera_get",
-    "tessera_put",        "tessera_put_many",    "tessera_delete",      "tessera_scan_range", "tessera_scan_from", "tessera_delete_all",
+    "tessera_put",        "tessera_put_many",    "tessera_delete",      "tessera_scan_range", "tessera_scan_from", "tessera_delete_all", "tessera_notify",
 };
 // Every parameter and every result column is binary: bytea as raw bytes,
 // int8 as 8 big-endian bytes.
@@ -114,9 +121,8 @@ class PgConn {
     std::vector<std::string> secrets;  // never printed
   };
 
-  // create_table: create the table if it does not exist yet (the first
-  // connection of an engine).
-  static Result<std::unique_ptr<PgConn>> Open(const Config& config, bool create_table = false) {
+  // A new connection (the caller PQfinish-es it).
+  static Result<PGconn*> Dial(const Config& config) {
     std::vector<const char*> keys, values;
     for (const auto& [key, value] : config.defaults) {
       keys.push_back(key.c_str());
@@ -126,13 +132,13 @@ class PgConn {
     values.push_back(config.url.c_str());
     keys.push_back(nullptr);
     values.push_back(nullptr);
-    std::unique_ptr<PgConn> conn(new PgConn(config));
-    conn->pg_ = PQconnectdbParams(keys.data(), values.data(), /*expand_dbname=*/1);
-    if (conn->pg_ == nullptr) return Status::Err(ENOMEM, config.description + ": connect: out of memory");
-    if (PQstatus(conn->pg_) != CONNECTION_OK) {
+    PGconn* pg = PQconnectdbParams(keys.data(), values.data(), /*expand_dbname=*/1);
+    if (pg == nullptr) return Status::Err(ENOMEM, config.description + ": connect: out of memory");
+    if (PQstatus(pg) != CONNECTION_OK) {
       // A server that is down, restarting or out of reach may answer the
       // next try (transient); a refusal (password, database) will not.
-      const std::string why = CleanMessage(PQerrorMessage(conn->pg_), config.secrets);
+      const std::string why = CleanMessage(PQerrorMessage(pg), config.secrets);
+      PQfinish(pg);
       const bool unreachable = why.find("Connection refused") != std::string::npos ||
                                why.find("timeout expired") != std::string::npos ||
                                why.find("No route to host") != std::string::npos ||
@@ -142,6 +148,15 @@ class PgConn {
                                why.find("shutting down") != std::string::npos;
       return Status::Err(unreachable ? ECONNREFUSED : EIO, config.description + ": cannot connect: " + why);
     }
+    PQsetNoticeProcessor(pg, IgnoreNotice, nullptr);
+    return pg;
+  }
+
+  // create_table: create the table if it does not exist yet (the first
+  // connection of an engine).
+  static Result<std::unique_ptr<PgConn>> Open(const Config& config, bool create_table = false) {
+    std::unique_ptr<PgConn> conn(new PgConn(config));
+    ASSIGN_OR_RETURN(conn->pg_, Dial(config));
     PQsetNoticeProcessor(conn->pg_, IgnoreNotice, nullptr);
     if (create_table) RETURN_IF_ERROR(conn->CreateTable());
     for (int i = 0; i < sql::kNumStmts; ++i) {
@@ -157,6 +172,7 @@ class PgConn {
   PgConn& operator=(const PgConn&) = delete;
 
   Status Begin(bool read_only) {
+    notes_.clear();
     begin_ = read_only ? sql::kBeginRead : sql::kBeginWrite;
     return Status::OK();
   }
@@ -166,6 +182,14 @@ class PgConn {
       begin_.reset();
       return Status::OK();
     }
+    // pg_notify queues the payload until COMMIT: listeners get it if, and
+    // when, the transaction commits.
+    for (const std::string& note : notes_) {
+      const char* values[] = {Bytes(note)};
+      const int lengths[] = {static_cast<int>(note.size())};
+      RETURN_IF_ERROR(Exec(sql::kNotify, 1, values, lengths, "notify").status());
+    }
+    notes_.clear();
     ASSIGN_OR_RETURN(PgResult result, Exec(sql::kCommit, 0, nullptr, nullptr, "commit"));
     // COMMIT of a transaction that an error aborted succeeds and rolls back.
     // That error was returned to fn, which ignored it.
@@ -176,6 +200,7 @@ class PgConn {
   }
 
   Status Rollback() {
+    notes_.clear();
     if (begin_) {
       begin_.reset();
       return Status::OK();
@@ -234,6 +259,12 @@ class PgConn {
   }
 
   Status DeleteAll() { return Exec(sql::kDeleteAll, 0, nullptr, nullptr, "delete all").status(); }
+  // Sent at COMMIT.
+  Status Notify(std::string_view payload) {
+    notes_.emplace_back(payload);
+    return Status::OK();
+  }
+  static Result<std::unique_ptr<Listener>> Listen(const Config& config, Engine::NotifyFn fn);
 
   // Appends to *rows at most limit rows with keys in [from, end) (end empty:
   // no upper bound), in key order.
@@ -368,12 +399,126 @@ class PgConn {
   const Config config_;
   PGconn* pg_ = nullptr;
   std::optional<Stmt> begin_;  // BEGIN to send before the next statement
+  std::vector<std::string> notes_;  // Notify payloads, sent at COMMIT
   bool broken_ = false;
   Failure failure_ = Failure::kNone;
 };
 
 bool HasPostgresScheme(const std::string& url) {
   return url.rfind("postgres://", 0) == 0 || url.rfind("postgresql://", 0) == 0;
+}
+
+
+// LISTEN on a connection of its own; a broken connection is reported as
+// lost payloads and dialled again every second until it works.
+class PgListener final : public Listener {
+ public:
+  PgListener(PgConn::Config config, Engine::NotifyFn fn, PGconn* pg)
+      : config_(std::move(config)), fn_(std::move(fn)), pg_(pg), thread_([this] { Loop(); }) {}
+  ~PgListener() override {
+    stop_ = true;
+    thread_.join();
+    if (pg_ != nullptr) PQfinish(pg_);
+  }
+  PgListener(const PgListener&) = delete;
+  PgListener& operator=(const PgListener&) = delete;
+
+  // LISTEN on the channel of the schema the kv table is in (see the
+  // dialect's notify statement).
+  static Status Subscribe(PGconn* pg, const std::string& description) {
+    // Named for pg_stat_activity (and the tests that cut it).
+    PgResult named(PQexec(pg, "SET application_name = 'tessera-listen'"));
+    PgResult schema(PQexec(pg, "SELECT current_schema()"));
+    if (!Succeeded(schema.get()) || PQntuples(schema.get()) != 1 || PQgetisnull(schema.get(), 0, 0)) {
+      return Status::Err(EIO, description + ": LISTEN: no current schema: " + std::string(PQerrorMessage(pg)));
+    }
+    const std::string name = "tessera_kv_" + std::string(PQgetvalue(schema.get(), 0, 0));
+    char* channel = PQescapeIdentifier(pg, name.c_str(), name.size());
+    if (channel == nullptr) return Status::Err(EIO, description + ": LISTEN: " + std::string(PQerrorMessage(pg)));
+    PgResult result(PQexec(pg, ("LISTEN " + std::string(channel)).c_str()));
+    PQfreemem(channel);
+    if (Succeeded(result.get())) return Status::OK();
+    return Status::Err(EIO, description + ": LISTEN: " + std::string(PQerrorMessage(pg)));
+  }
+
+ private:
+  void Loop() {
+    bool failing = false;
+    while (!stop_) {
+      if (pg_ == nullptr) {
+        Result<PGconn*> pg = PgConn::Dial(config_);
+        Status st = pg.ok() ? Subscribe(*pg, config_.description) : pg.status();
+        if (!st.ok()) {
+          if (pg.ok()) PQfinish(*pg);
+          if (!failing) LOG_WARN("listening for other clients' changes: {} (caches dropped until it works)", st.ToString());
+          failing = true;
+          fn_({}, true);
+          for (int i = 0; i < 10 && !stop_; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+          continue;
+        }
+        pg_ = *pg;
+        LOG_INFO("listening for other clients' changes again");
+        failing = false;
+        fn_({}, true);  // what changed while nobody listened
+      }
+      // A ping every second; a server silent for kSilentMs is gone.
+      const auto now = std::chrono::steady_clock::now();
+      bool broken = false;
+      if (!pinging_ && now - pinged_ >= std::chrono::seconds(1)) {
+        broken = PQsendQuery(pg_, "SELECT 1") != 1;
+        pinging_ = true;
+        pinged_ = now;
+      }
+      if (pinging_ && now - pinged_ > std::chrono::milliseconds(kSilentMs)) broken = true;
+      pollfd pfd{PQsocket(pg_), POLLIN, 0};
+      const int ready = broken ? 0 : ::poll(&pfd, 1, 100);
+      if (ready != 0 && (PQconsumeInput(pg_) != 1 || PQstatus(pg_) != CONNECTION_OK)) broken = true;
+      while (!broken && pinging_ && PQisBusy(pg_) == 0) {
+        PgResult result(PQgetResult(pg_));
+        if (!result) pinging_ = false;  // the ping's results are all in
+      }
+      if (broken) {
+        LOG_WARN("{}: listening for other clients' changes broke ({}); caches dropped, listening again",
+                 config_.description, CleanMessage(PQerrorMessage(pg_), config_.secrets));
+        PQfinish(pg_);
+        pg_ = nullptr;
+        pinging_ = false;
+        fn_({}, true);
+        continue;
+      }
+      std::vector<std::string> payloads;
+      while (PGnotify* note = PQnotifies(pg_)) {
+        payloads.push_back(Unhex(note->extra));
+        PQfreemem(note);
+      }
+      if (!payloads.empty()) fn_(payloads, false);
+    }
+  }
+
+  static std::string Unhex(std::string_view hex) {
+    auto digit = [](char c) { return c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10; };
+    std::string out(hex.size() / 2, '\0');
+    for (size_t i = 0; i < out.size(); ++i) out[i] = char(digit(hex[2 * i]) * 16 + digit(hex[2 * i + 1]));
+    return out;
+  }
+
+  static constexpr int kSilentMs = 10000;
+  const PgConn::Config config_;
+  const Engine::NotifyFn fn_;
+  PGconn* pg_;  // only the thread uses it once started
+  bool pinging_ = false;  // the thread's: a ping is unanswered
+  std::chrono::steady_clock::time_point pinged_{};
+  std::atomic<bool> stop_{false};
+  std::thread thread_;  // last: started after everything above
+};
+
+Result<std::unique_ptr<Listener>> PgConn::Listen(const Config& config, Engine::NotifyFn fn) {
+  ASSIGN_OR_RETURN(PGconn* pg, Dial(config));
+  if (Status st = PgListener::Subscribe(pg, config.description); !st.ok()) {
+    PQfinish(pg);
+    return st;
+  }
+  return std::unique_ptr<Listener>(std::make_unique<PgListener>(config, std::move(fn), pg));
 }
 
 }  // namespace

@@ -25,6 +25,7 @@ constexpr const char* kSharedSql[kNumStmts] = {
     "SELECT k, v FROM kv WHERE k >= ?1 AND k < ?2 ORDER BY k LIMIT ?3",
     "SELECT k, v FROM kv WHERE k >= ?1 ORDER BY k LIMIT ?2",
     "DELETE FROM kv",
+    nullptr,  // kNotify
 };
 
 }  // namespace
@@ -39,6 +40,7 @@ const Dialect kSqliteDialect = {
     .begin_read = "BEGIN",
     .begin_write = "BEGIN IMMEDIATE",
     .put_many = nullptr,
+    .notify = "INSERT INTO kvlog (at, p) VALUES (?1, ?2)",
 };
 
 // bytea compares with memcmp (then length), whatever the collation, so the
@@ -52,6 +54,10 @@ const Dialect kPostgresDialect = {
     .begin_write = "BEGIN ISOLATION LEVEL SERIALIZABLE",
     .put_many = "INSERT INTO kv (k, v) SELECT * FROM unnest($1::bytea[], $2::bytea[]) "
                 "ON CONFLICT (k) DO UPDATE SET v = excluded.v",
+    // NOTIFY payloads are text in the server's encoding: hex keeps any byte.
+    // One channel per schema: volumes in other schemas of the database
+    // (each has its own kv table) are not told.
+    .notify = "SELECT pg_notify('tessera_kv_' || current_schema(), encode($1::bytea, 'hex'))",
 };
 
 std::string StatementText(const Dialect& d, Stmt s) {
@@ -62,6 +68,8 @@ std::string StatementText(const Dialect& d, Stmt s) {
       return d.begin_write;
     case kPutMany:  // a single upsert where the dialect has no bulk form
       return d.put_many != nullptr ? d.put_many : StatementText(d, kPut);
+    case kNotify:
+      return d.notify;
     default:
       break;
   }

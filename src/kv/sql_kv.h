@@ -26,6 +26,8 @@
 //   Result<std::string> Get(key); Status Put(key, value); Status Delete(key);
 //   Status PutMany(const Txn::KeyValues&);
 //   Status ScanBatch(from, end, limit, Rows*); Status DeleteAll();
+//   Status Notify(payload);           // Txn::Notify
+//   static Result<std::unique_ptr<Listener>> Listen(const Config&, Engine::NotifyFn);
 // where every failing call records its Failure (so that a retry happens even
 // when fn swallows the error).
 #pragma once
@@ -59,6 +61,7 @@ enum Stmt {
   kScanRange,
   kScanFrom,
   kDeleteAll,
+  kNotify,
   kNumStmts
 };
 
@@ -81,6 +84,9 @@ struct Dialect {
   // Many upserts in one statement ($1 keys, $2 values as arrays), or null:
   // the driver puts them one at a time.
   const char* put_many;
+  // Txn::Notify: sqlite3 appends to a log table other processes poll
+  // (?1 time, ?2 payload); postgres calls pg_notify (?1 payload).
+  const char* notify;
 };
 
 extern const Dialect kSqliteDialect;
@@ -213,6 +219,11 @@ class SqlTxn final : public Txn {
     return conn_->Delete(key);
   }
 
+  Status Notify(std::string_view payload) override {
+    if (read_only_) return Status::Err(EINVAL, "kv: Notify in a read-only transaction");
+    return conn_->Notify(payload);
+  }
+
   // fn runs between batch queries, never while a statement is active, so it
   // may read and write through this transaction.
   Status Scan(std::string_view begin, std::string_view end, size_t limit, const ScanFn& fn) override {
@@ -288,6 +299,8 @@ class SqlEngine final : public Engine {
   }
 
   std::string Name() const override { return dialect_.name; }
+
+  Result<std::unique_ptr<Listener>> Listen(NotifyFn fn) override { return Conn::Listen(config_, std::move(fn)); }
 
  private:
   // A connection borrowed from the pool, returned on every exit path.

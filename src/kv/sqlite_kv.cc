@@ -2,9 +2,11 @@
 
 #include <sqlite3.h>
 
+#include <ctime>
 #include <filesystem>
 #include <utility>
 
+#include "kv/listen.h"
 #include "kv/sql_kv.h"
 
 namespace tessera::kv {
@@ -163,6 +165,35 @@ class SqliteConn {
 
   Status DeleteAll() { return Exec(sql::kDeleteAll, "delete all"); }
 
+  // Appends to the change log, and every 256th time drops what is older
+  // than kLogKeepSec (a listener polls every 50 ms; one that fell further
+  // behind finds a gap and drops its caches).
+  Status Notify(std::string_view payload) {
+    const int64_t now = int64_t(std::time(nullptr));
+    {
+      sqlite3_stmt* stmt = stmts_[sql::kNotify];
+      ResetOnExit reset(stmt);
+      int rc = sqlite3_bind_int64(stmt, 1, now);
+      if (rc == SQLITE_OK) rc = BindBlob(stmt, 2, payload);
+      if (rc == SQLITE_OK) rc = sqlite3_step(stmt);
+      if (rc != SQLITE_DONE) return Error(rc, "append to the change log");
+    }
+    if (++notified_ % 256 != 0) return Status::OK();
+    const std::string prune = "DELETE FROM kvlog WHERE at < " + std::to_string(now - kLogKeepSec);
+    const int rc = sqlite3_exec(db_, prune.c_str(), nullptr, nullptr, nullptr);
+    return rc == SQLITE_OK ? Status::OK() : Error(rc, "prune the change log");
+  }
+
+  // Polls the change log every 50 ms on a connection of its own.
+  static Result<std::unique_ptr<Listener>> Listen(const Config& config, Engine::NotifyFn fn) {
+    ASSIGN_OR_RETURN(std::unique_ptr<SqliteConn> conn, Open(config));
+    auto reader = std::make_shared<LogReader>(std::move(conn));
+    RETURN_IF_ERROR(reader->Start());
+    auto poll = [reader](std::vector<std::string>* out, bool* lost) { return reader->Poll(out, lost); };
+    return std::unique_ptr<Listener>(
+        std::make_unique<PollingListener>(std::move(poll), std::move(fn), std::chrono::milliseconds(50)));
+  }
+
   // Appends to *rows at most limit rows with keys in [from, end) (end empty:
   // no upper bound), in key order.
   Status ScanBatch(std::string_view from, std::string_view end, int64_t limit, Rows* rows) {
@@ -194,7 +225,9 @@ class SqliteConn {
     int rc = sqlite3_exec(db_, "PRAGMA synchronous=NORMAL", nullptr, nullptr, nullptr);
     if (rc != SQLITE_OK) return Error(rc, "set synchronous=NORMAL");
     rc = sqlite3_exec(db_, sql::kSqliteDialect.create_table, nullptr, nullptr, nullptr);
-    return rc == SQLITE_OK ? Status::OK() : Error(rc, "create table");
+    if (rc != SQLITE_OK) return Error(rc, "create table");
+    rc = sqlite3_exec(db_, kCreateLog, nullptr, nullptr, nullptr);
+    return rc == SQLITE_OK ? Status::OK() : Error(rc, "create table kvlog");
   }
 
   // journal_mode=WAL is persistent in the file. SQLite answers with the mode
@@ -220,7 +253,63 @@ class SqliteConn {
     return Status::Err(ErrnoFor(rc, db_), std::move(msg));
   }
 
+  // The change log (Txn::Notify): ids grow in commit order (writers are
+  // serial, AUTOINCREMENT never reuses an id, a rollback takes its id back).
+  static constexpr const char* kCreateLog =
+      "CREATE TABLE IF NOT EXISTS kvlog (id INTEGER PRIMARY KEY AUTOINCREMENT, at INTEGER NOT NULL, p BLOB NOT NULL)";
+  static constexpr int64_t kLogKeepSec = 60;
+
+  // Reads the log after the last id it returned.
+  class LogReader {
+   public:
+    explicit LogReader(std::unique_ptr<SqliteConn> conn) : conn_(std::move(conn)) {}
+    ~LogReader() { sqlite3_finalize(read_); }
+    Status Start() {
+      int rc = sqlite3_prepare_v2(conn_->db_, "SELECT id, p FROM kvlog WHERE id > ?1 ORDER BY id LIMIT 4096", -1,
+                                  &read_, nullptr);
+      if (rc != SQLITE_OK) return conn_->Error(rc, "prepare the change log reader");
+      return LastId(&last_);
+    }
+    Status Poll(std::vector<std::string>* out, bool* lost) {
+      if (resync_) {  // a poll failed: start after what the log holds now
+        RETURN_IF_ERROR(LastId(&last_));
+        resync_ = false;
+        *lost = true;
+      }
+      ResetOnExit reset(read_);
+      int rc = sqlite3_bind_int64(read_, 1, last_);
+      while (rc == SQLITE_OK && (rc = sqlite3_step(read_)) == SQLITE_ROW) {
+        const int64_t id = sqlite3_column_int64(read_, 0);
+        if (id != last_ + 1) *lost = true;  // pruned before this reader saw it
+        last_ = id;
+        out->push_back(ColumnBlob(read_, 1));
+        rc = SQLITE_OK;
+      }
+      if (rc == SQLITE_DONE) return Status::OK();
+      resync_ = true;
+      return conn_->Error(rc, "read the change log");
+    }
+
+   private:
+    // The last id handed out (the log may have been pruned empty).
+    Status LastId(int64_t* id) {
+      sqlite3_stmt* stmt = nullptr;
+      int rc = sqlite3_prepare_v2(conn_->db_, "SELECT seq FROM sqlite_sequence WHERE name = 'kvlog'", -1, &stmt,
+                                  nullptr);
+      *id = 0;
+      if (rc == SQLITE_OK && (rc = sqlite3_step(stmt)) == SQLITE_ROW) *id = sqlite3_column_int64(stmt, 0);
+      sqlite3_finalize(stmt);
+      return rc == SQLITE_ROW || rc == SQLITE_DONE ? Status::OK() : conn_->Error(rc, "read the change log");
+    }
+
+    const std::unique_ptr<SqliteConn> conn_;
+    sqlite3_stmt* read_ = nullptr;
+    int64_t last_ = 0;
+    bool resync_ = false;
+  };
+
   const std::string path_;
+  uint64_t notified_ = 0;
   sqlite3* db_ = nullptr;
   sqlite3_stmt* stmts_[sql::kNumStmts] = {};
   Failure failure_ = Failure::kNone;

@@ -29,6 +29,8 @@ std::string SidKey(const char* prefix, uint64_t sid) {
 
 std::string CounterKey(std::string_view name) { return "C" + std::string(name); }
 std::string JobKey(std::string_view name) { return std::string("J").append(name); }
+std::string WatcherPrefix() { return "W"; }
+std::string WatcherKey(std::string_view origin) { return WatcherPrefix().append(origin); }
 std::string DelayedSlicePrefix() { return "K"; }
 std::string DelayedSliceKey(int64_t not_before, uint64_t id, uint32_t size) {
   std::string k = DelayedSlicePrefix();

@@ -22,6 +22,8 @@ inline constexpr const char* kTotalInodes = "totalInodes";
 inline constexpr const char* kBackupMark = "backupSliceMark";
 inline constexpr const char* kBackupsRunning = "backupsRunning";
 inline constexpr const char* kBackupBegan = "backupBegan";
+// Clients watching for other clients' changes (coherent caches).
+inline constexpr const char* kWatchers = "watchers";
 
 std::string CounterKey(std::string_view name);
 std::string AttrKey(Ino ino);
@@ -46,6 +48,9 @@ std::string SustainedKey(uint64_t sid, Ino ino);
 std::string SessionLockPrefix(uint64_t sid);
 std::string SessionLockKey(uint64_t sid, Ino ino);
 std::string JobKey(std::string_view name);
+// A watching client (origin as in EncodeChanges) -> its session id (int64).
+std::string WatcherPrefix();
+std::string WatcherKey(std::string_view origin);
 // Directory statistics: "U" ino8 -> EncodeDirStat.
 std::string DirStatPrefix();
 std::string DirStatKey(Ino dir);

@@ -99,6 +99,8 @@ class FaultMeta final : public Meta {
   Status CloseSession() override { return inner_->CloseSession(); }
   Result<std::vector<SessionInfo>> ListSessions() override { return inner_->ListSessions(); }
   Result<int> CleanStaleSessions(int64_t timeout_sec) override { return inner_->CleanStaleSessions(timeout_sec); }
+  Status WatchChanges(ChangeFn fn) override { return inner_->WatchChanges(std::move(fn)); }
+  void StopWatching() override { inner_->StopWatching(); }
   Result<int> CleanupDeleted(const SliceDeleter& deleter, int max_items, size_t parallel = 1) override {
     return inner_->CleanupDeleted(deleter, max_items, parallel);
   }

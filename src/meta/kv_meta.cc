@@ -354,10 +354,12 @@ Status KvMeta::FlushDirStats() {
 // ---------------------------------------------------------------- basics
 
 KvMeta::KvMeta(std::unique_ptr<kv::Engine> engine)
-    : engine_(std::move(engine)),
+    : origin_("k" + std::to_string(NewClientId())),
+      engine_(WatchEngine(std::move(engine), origin_, watching_)),
       inode_ids_(kInodeBatch, [this](uint64_t batch) { return ReserveIds(kNextInode, batch); }),
       slice_ids_(kSliceBatch, [this](uint64_t batch) { return ReserveIds(kNextSlice, batch); }) {}
 KvMeta::~KvMeta() {
+  StopWatching();
   // A client that ends without crashing loses no statistics (the VFS has
   // flushed already; this covers tools and tests).
   Status st = FlushDirStats();

@@ -16,6 +16,7 @@
 //   "SE" sid8 / "SH" sid8          session info (JSON) / heartbeat (unix seconds)
 //   "SS" sid8 ino8                 inode unlinked while open in that session
 //   "SL" sid8 ino8                 inode on which that session holds locks
+//   "W" origin                     a client watching for changes -> its session (int64 LE)
 // All integers in keys are big-endian so scans run in numeric order.
 #pragma once
 
@@ -29,6 +30,11 @@
 #include "meta/meta_util.h"
 
 namespace tessera::meta {
+
+// The engine KvMeta runs on: notes the changes of each write transaction
+// and notifies them while other clients watch (kv_meta_watch.cc).
+std::unique_ptr<kv::Engine> WatchEngine(std::unique_ptr<kv::Engine> inner, const std::string& origin,
+                                        const std::atomic<bool>& watching);
 
 class KvMeta final : public Meta {
  public:
@@ -51,6 +57,8 @@ class KvMeta final : public Meta {
   Status BeginBackup() override;
   Status EndBackup() override;
   Result<int> CleanupDeleted(const SliceDeleter& deleter, int max_items, size_t parallel = 1) override;
+  Status WatchChanges(ChangeFn fn) override;
+  void StopWatching() override;
 
   Status Lookup(const Context& ctx, Ino parent, const std::string& name, Ino* ino, Attr* attr) override;
   Status GetAttr(const Context& ctx, Ino ino, Attr* attr) override;
@@ -147,7 +155,20 @@ class KvMeta final : public Meta {
   // ENOSPC if growing the used space by delta passes the capacity.
   Status CheckSpaceTx(kv::Txn& tx, int64_t delta);
 
+  // Coherent caches (kv_meta_watch.cc): the engine records what each write
+  // transaction changed and, while other clients watch, hands it to them
+  // (kv::Txn::Notify) in the same transaction.
+  const std::string origin_;     // this client in the change records
+  std::atomic<bool> watching_{false};
   const std::unique_ptr<kv::Engine> engine_;
+  // Adds this client (session sid) to the watchers.
+  Status RegisterWatcherTx(kv::Txn& tx, uint64_t sid);
+  // Removes the watchers of session sid (all sessions: sid 0 and origin).
+  static Status DropWatchersTx(kv::Txn& tx, uint64_t sid, std::string_view origin);
+  void OnPayloads(const std::vector<std::string>& payloads, bool lost);
+  std::mutex watch_mu_;
+  std::unique_ptr<kv::Listener> listener_;  // guarded by watch_mu_
+  ChangeFn watch_fn_;                        // set before listener_ starts
 
   IdPool inode_ids_;
   IdPool slice_ids_;

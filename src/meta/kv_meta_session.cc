@@ -28,15 +28,21 @@ using namespace keys;  // NOLINT
 
 Status KvMeta::NewSession(const SessionInfo& in) {
   SessionInfo info = CompleteSession(in);
-  return engine_->Run([&](kv::Txn& tx) {
+  Status st = engine_->Run([&](kv::Txn& tx) {
     auto r = tx.Incr(CounterKey(kNextSession), 1);
     if (!r.ok()) return r.status();
     sid_ = uint64_t(*r);
     info.sid = sid_;
     info.heartbeat = Now().sec;
     RETURN_IF_ERROR(tx.Put(SessionKey(sid_), EncodeSession(info)));
+    // A session renewed after others cleaned the old one: they dropped this
+    // client from the watchers too.
+    if (watching_) RETURN_IF_ERROR(RegisterWatcherTx(tx, sid_));
     return tx.Put(HeartbeatKey(sid_), EncodeI64(info.heartbeat));
   });
+  // Changes made while the watcher was dropped were not sent here.
+  if (st.ok() && watching_) watch_fn_({}, true);
+  return st;
 }
 
 
@@ -116,6 +122,7 @@ Status KvMeta::CleanSessionTx(kv::Txn& tx, uint64_t sid) {
     else if (!st.ok() && !st.not_found()) return st;
     RETURN_IF_ERROR(tx.Delete(SustainedKey(sid, ino)));
   }
+  RETURN_IF_ERROR(DropWatchersTx(tx, sid, {}));
   // Locks held by that session.
   std::vector<Ino> locked;
   prefix = SessionLockPrefix(sid);

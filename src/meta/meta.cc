@@ -17,6 +17,49 @@
 
 namespace tessera::meta {
 
+std::string EncodeChanges(std::string_view origin, const std::vector<Change>& changes) {
+  std::string out(origin);
+  for (const Change& c : changes) {
+    out.push_back('\0');
+    if (c.parent == 0) {
+      out += 'i' + std::to_string(c.ino);
+    } else {
+      out += 'e' + std::to_string(c.parent);
+      out += '/';
+      out += c.name;
+    }
+  }
+  return out;
+}
+
+bool DecodeChanges(std::string_view payload, std::string* origin, std::vector<Change>* out) {
+  size_t pos = payload.find('\0');
+  *origin = std::string(payload.substr(0, pos));
+  while (pos != std::string_view::npos) {
+    const size_t next = payload.find('\0', pos + 1);
+    const std::string_view rec = payload.substr(pos + 1, next == std::string_view::npos ? next : next - pos - 1);
+    pos = next;
+    if (rec.size() < 2 || (rec[0] != 'i' && rec[0] != 'e')) return false;
+    const size_t slash = rec[0] == 'e' ? rec.find('/') : rec.size();
+    if (slash == std::string_view::npos || slash < 2) return false;
+    uint64_t n = 0;
+    for (char ch : rec.substr(1, slash - 1)) {
+      if (ch < '0' || ch > '9') return false;
+      n = n * 10 + uint64_t(ch - '0');
+    }
+    Change c;
+    if (rec[0] == 'i') {
+      c.ino = n;
+    } else {
+      c.parent = n;
+      c.name = std::string(rec.substr(slash + 1));
+      if (c.name.empty() || n == 0) return false;
+    }
+    out->push_back(std::move(c));
+  }
+  return true;
+}
+
 Timespec Now() {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);

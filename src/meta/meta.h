@@ -15,6 +15,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -178,6 +179,28 @@ struct SliceWrite {
 
 // Deletes the objects of one slice; called by background cleanup.
 using SliceDeleter = std::function<Status(uint64_t id, uint32_t size)>;
+// Coherent caches (docs/consistency.md): what another client changed. An
+// entry change (parent != 0) means the name `name` of directory `parent`
+// now points elsewhere or nowhere (created, removed, renamed); an inode
+// change (parent == 0) means the attributes or data of `ino` changed.
+struct Change {
+  Ino parent = 0;
+  std::string name;
+  Ino ino = 0;
+};
+// Called on the engine's watcher thread with the changes of one or more
+// transactions of other clients, in commit order. lost: changes may have
+// been missed (the engine connection broke, the log was pruned past this
+// reader): the caller must drop every cached entry and attribute. While
+// watching is broken, `lost` calls repeat each time the watcher retries.
+using ChangeFn = std::function<void(const std::vector<Change>& changes, bool lost)>;
+// The wire form of one transaction's changes (Redis functions publish the
+// same): origin, then for each change a NUL and "i<ino>" or
+// "e<parent>/<name>". origin names the client that made them.
+std::string EncodeChanges(std::string_view origin, const std::vector<Change>& changes);
+// False when payload is not in that form.
+bool DecodeChanges(std::string_view payload, std::string* origin, std::vector<Change>* out);
+
 
 // ---- copying a volume record by record (tessera dump/load, meta/dump.h) ----
 // Everything stored for one inode (not its directory entries).
@@ -290,6 +313,15 @@ class Meta {
   // inodes and slices it handled: 0 when there was nothing to do. Up to
   // `parallel` deleter calls run at once (from as many threads).
   virtual Result<int> CleanupDeleted(const SliceDeleter& deleter, int max_items, size_t parallel = 1) = 0;
+  // Starts delivering other clients' changes to fn (on a thread of the
+  // engine) until StopWatching; changes this client makes are not
+  // delivered. While nobody else watches, clients record no changes at all.
+  // ENOTSUP when the engine cannot (then kernel caches must stay short).
+  virtual Status WatchChanges(ChangeFn fn) {
+    (void)fn;
+    return Status::Err(ENOTSUP, "this metadata engine cannot report other clients' changes");
+  }
+  virtual void StopWatching() {}
 
   // ---- namespace ----
   virtual Status Lookup(const Context& ctx, Ino parent, const std::string& name, Ino* ino, Attr* attr) = 0;

@@ -22,6 +22,25 @@ constexpr uint64_t kDefaultCapacity = 1ull << 50;  // reported when no capacity 
 constexpr uint64_t kDefaultInodes = 10ull << 20;
 }  // namespace
 
+void DeliverChanges(const ChangeFn& fn, const std::vector<std::string>& payloads, std::string_view self, bool lost) {
+  std::vector<Change> changes;
+  for (const std::string& p : payloads) {
+    std::string origin;
+    std::vector<Change> one;
+    if (p.size() >= 2 && p.compare(p.size() - 2, 2, std::string("\0*", 2)) == 0) {
+      if (p.compare(0, p.size() - 2, self) != 0) lost = true;  // "everything"
+      continue;
+    }
+    if (!DecodeChanges(p, &origin, &one)) {
+      lost = true;  // cannot tell what changed: everything may have
+      continue;
+    }
+    if (origin == self) continue;
+    for (Change& c : one) changes.push_back(std::move(c));
+  }
+  if (lost || !changes.empty()) fn(changes, lost);
+}
+
 Status ValidName(const std::string& name) {
   if (name.empty()) return Status::Err(ENOENT);
   if (name.size() > kMaxName) return Status::Err(ENAMETOOLONG);

@@ -35,6 +35,11 @@ inline uint64_t Align4K(uint64_t n) { return (n + 4095) & ~uint64_t(4095); }
 std::vector<size_t> DeleteSlices(const SliceDeleter& deleter, const std::vector<std::pair<uint64_t, uint32_t>>& slices,
                                  size_t parallel, Status* failed);
 
+// Coherent caches: decodes change payloads (EncodeChanges) and passes those
+// of other clients than `self` to fn; an undecodable payload or an
+// "everything" record ("*") makes it a lost call.
+void DeliverChanges(const ChangeFn& fn, const std::vector<std::string>& payloads, std::string_view self, bool lost);
+
 // ENOENT (empty), ENAMETOOLONG, EINVAL ('/' or NUL).
 Status ValidName(const std::string& name);
 // "." and ".." exist in every directory without being stored, so they can be

@@ -39,6 +39,8 @@ class MetricsMeta final : public Meta {
   Result<bool> ClaimJob(const std::string& name, int64_t interval_sec) override {
     return TimedResult(kSession, [&] { return inner_->ClaimJob(name, interval_sec); });
   }
+  Status WatchChanges(ChangeFn fn) override { return inner_->WatchChanges(std::move(fn)); }
+  void StopWatching() override { inner_->StopWatching(); }
   Result<int> CleanupDeleted(const SliceDeleter& deleter, int max_items, size_t parallel = 1) override {
     return TimedResult(kCleanup, [&] { return inner_->CleanupDeleted(deleter, max_items, parallel); });
   }

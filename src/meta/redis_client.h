@@ -18,6 +18,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -103,6 +104,9 @@ class Client {
 
   uint64_t requests() const { return requests_.load(std::memory_order_relaxed); }
   const Options& options() const { return opts_; }
+  // This client's connection keys start with it: the Redis functions name
+  // the caller of a change with it (redis_functions.lua, `publish`).
+  const std::string& origin() const { return conn_prefix_; }
 
  private:
   struct Conn;
@@ -131,6 +135,36 @@ class Client {
   std::atomic<uint64_t> requests_{0};
   std::atomic<uint64_t> faults_drawn_{0};
   std::thread watcher_;  // last: started after everything above
+};
+
+// SUBSCRIBE on a connection of its own (redis_subscriber.cc): calls
+// on_message with every message published on the channel, from a thread of
+// its own, until destroyed. A connection that breaks or stops answering its
+// PINGs (every second; silent for io_timeout_ms) calls on_lost and is
+// dialled again; on_lost is called again once subscribed anew (messages
+// published meanwhile were missed) and every retry while that fails.
+class Subscriber {
+ public:
+  static Result<std::unique_ptr<Subscriber>> Start(const Options& opts, std::string channel,
+                                                    std::function<void(std::string_view)> on_message,
+                                                    std::function<void()> on_lost);
+  ~Subscriber();
+  Subscriber(const Subscriber&) = delete;
+  Subscriber& operator=(const Subscriber&) = delete;
+
+ private:
+  Subscriber(const Options& opts, std::string channel, std::function<void(std::string_view)> on_message,
+             std::function<void()> on_lost);
+  Result<redisContext*> Connect();
+  void Loop();
+
+  const Options opts_;
+  const std::string channel_;
+  const std::function<void(std::string_view)> on_message_;
+  const std::function<void()> on_lost_;
+  redisContext* ctx_ = nullptr;  // the thread's once started
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
 };
 
 }  // namespace tessera::meta::redis

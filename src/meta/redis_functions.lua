@@ -58,6 +58,13 @@ local function bnot(a) return bit.bnot(a) end
 
 local function fail(e) error({tessera_errno = e}, 0) end
 local function key(prefix, n) return prefix .. string.format('%d', n) end
+
+-- Coherent caches (docs/consistency.md): what the running call changed,
+-- published by `wrap` to the clients watching ("i<ino>": attributes or
+-- data; "e<parent>/<name>": an entry). Redis runs one call at a time.
+local changes = {}
+local function changed_inode(ino) changes[#changes + 1] = 'i' .. string.format('%d', ino) end
+local function changed_entry(parent, name) changes[#changes + 1] = 'e' .. string.format('%d', parent) .. '/' .. name end
 local function chunk_key(ino, idx) return string.format('c%d_%d', ino, idx) end
 
 -- ---------------------------------------------------------------- records
@@ -82,7 +89,14 @@ local function must_attr(ino)
   if not a then fail(ENOENT) end
   return a
 end
-local function put_attr(ino, a) redis.call('SET', key('i', ino), encode_attr(a)) end
+local function put_attr(ino, a)
+  redis.call('SET', key('i', ino), encode_attr(a))
+  changed_inode(ino)
+end
+local function set_attr_raw(ino, raw)
+  redis.call('SET', key('i', ino), raw)
+  changed_inode(ino)
+end
 
 local function is_dir(a) return band(a.mode, S_IFMT) == S_IFDIR end
 local function is_file(a) return band(a.mode, S_IFMT) == S_IFREG end
@@ -99,10 +113,12 @@ end
 local function put_entry(parent, name, ino, mode)
   redis.call('HSET', key('d', parent), name, struct.pack('>BI8', band(mode, S_IFMT) / 4096, ino))
   redis.call('ZADD', key('n', parent), 0, name)
+  changed_entry(parent, name)
 end
 local function del_entry(parent, name)
   redis.call('HDEL', key('d', parent), name)
   redis.call('ZREM', key('n', parent), name)
+  changed_entry(parent, name)
 end
 local function dir_empty(ino) return redis.call('HLEN', key('d', ino)) == 0 end
 
@@ -375,6 +391,7 @@ end
 local function delete_inode(ino, a)
   redis.call('DEL', key('i', ino), key('x', ino), key('lf', ino), key('lp', ino), key('s', ino), key('u', ino),
              key('p', ino))
+  changed_inode(ino)
   if is_file(a) then
     redis.call('ZADD', 'delinodes', a.length, string.format('%d', ino))
     incr('usedSpace', -align4k(a.length))
@@ -494,7 +511,7 @@ local function mknod(args)
   if ftype == S_IFLNK then a.length = #target end
   a.asec, a.ansec, a.msec, a.mnsec, a.csec, a.cnsec = now[1], now[2], now[1], now[2], now[1], now[2]
   local raw = encode_attr(a)
-  redis.call('SET', key('i', ino), raw)
+  set_attr_raw(ino, raw)
   if ftype == S_IFLNK then redis.call('SET', key('s', ino), target) end
   put_entry(parent, name, ino, ftype)
   if ftype == S_IFDIR then p.nlink = p.nlink + 1 end
@@ -668,7 +685,7 @@ local function link(args)
   a.nlink = a.nlink + 1
   set_ctime(a, now)
   local raw = encode_attr(a)
-  redis.call('SET', key('i', ino), raw)
+  set_attr_raw(ino, raw)
   return { 0, raw }
 end
 
@@ -753,7 +770,7 @@ local function setattr(args)
   end
   if has(SET_CTIME) then set_ctime(nxt, in_ctime) else set_ctime(nxt, now) end
   local raw = encode_attr(nxt)
-  redis.call('SET', key('i', ino), raw)
+  set_attr_raw(ino, raw)
   return { 0, raw }
 end
 
@@ -773,7 +790,7 @@ local function truncate(args)
   charge_length(ino, a, old_len)
   set_mtime(a, now)
   local raw = encode_attr(a)
-  redis.call('SET', key('i', ino), raw)
+  set_attr_raw(ino, raw)
   return { 0, raw }
 end
 
@@ -802,7 +819,7 @@ local function fallocate(args)
   end
   if changed then set_mtime(a, now) end
   local raw = encode_attr(a)
-  if changed then redis.call('SET', key('i', ino), raw) end
+  if changed then set_attr_raw(ino, raw) end
   return { 0, raw }
 end
 
@@ -841,7 +858,7 @@ local function write(args)
   for i = 6, #args, 2 do counts[#counts + 1] = append_slices(ino, tonumber(args[i]), args[i + 1]) end
   set_mtime(a, mtime)
   local raw = encode_attr(a)
-  redis.call('SET', key('i', ino), raw)
+  set_attr_raw(ino, raw)
   return { 0, raw, counts }
 end
 
@@ -1100,6 +1117,10 @@ local function clean_session(args)
         if starts(f, prefix) then redis.call('HDEL', hk, f) end
       end
     end
+  end
+  local w = redis.call('HGETALL', 'watchers')
+  for j = 1, #w, 2 do
+    if w[j + 1] == sid then redis.call('HDEL', 'watchers', w[j]) end
   end
   redis.call('DEL', 'ss' .. sid, 'sl' .. sid)
   redis.call('HDEL', 'sessions', sid)
@@ -1367,8 +1388,26 @@ end
 -- by OP_TTL_MS at most (a client retries for seconds, not hours).
 local OP_TTL_MS = 3600000
 
+-- Publishes the call's changes on the volume's channel ('watchchan') when a
+-- client other than the caller watches (the 'watchers' hash: connection
+-- prefix -> session). The caller is named by its connection prefix, the
+-- operation record key up to its '.'.
+local function publish(opkey)
+  if #changes == 0 then return end
+  local n = redis.call('HLEN', 'watchers')
+  if n == 0 then return end
+  local me = string.match(opkey or '', '^[^.]*%.') or ''
+  if n == 1 and redis.call('HEXISTS', 'watchers', me) == 1 then return end
+  local ch = redis.call('GET', 'watchchan')
+  if not ch then return end
+  local payload = me .. '\0' .. table.concat(changes, '\0')
+  if #payload > 65536 then payload = me .. '\0*' end
+  redis.call('PUBLISH', ch, payload)
+end
+
 local function wrap(fn, readonly)
   return function(keys, args)
+    changes = {}
     local opkey, seq
     if not readonly then
       opkey, seq = keys[1], keys[2]
@@ -1384,7 +1423,10 @@ local function wrap(fn, readonly)
       if type(res) ~= 'table' or not res.tessera_errno then error(res) end
       res = { res.tessera_errno }
     end
-    if not readonly then redis.call('SET', opkey, cmsgpack.pack({ seq, res }), 'PX', OP_TTL_MS) end
+    if not readonly then
+      redis.call('SET', opkey, cmsgpack.pack({ seq, res }), 'PX', OP_TTL_MS)
+      publish(opkey)
+    end
     return res
   end
 end

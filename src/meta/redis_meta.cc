@@ -80,7 +80,7 @@ RedisMeta::RedisMeta(std::unique_ptr<redis::Client> client)
       inode_ids_(kInodeBatch, [this](uint64_t batch) { return Incr(keys::kNextInode, int64_t(batch)); }),
       slice_ids_(kSliceBatch, [this](uint64_t batch) { return Incr(keys::kNextSlice, int64_t(batch)); }) {}
 
-RedisMeta::~RedisMeta() = default;
+RedisMeta::~RedisMeta() { StopWatching(); }
 
 Result<std::unique_ptr<Meta>> RedisMeta::Open(const std::string& url) {
   ASSIGN_OR_RETURN(auto opts, redis::Options::Parse(url));
@@ -202,7 +202,47 @@ Status RedisMeta::NewSession(const SessionInfo& in) {
   RETURN_IF_ERROR(Cmd(kOpSession, {"HSET", "sessions", id, EncodeSession(info)}).status());
   RETURN_IF_ERROR(Cmd(kOpSession, {"ZADD", "heartbeat", std::to_string(info.heartbeat), id}).status());
   sid_ = uint64_t(sid);
+  if (watching_) {
+    // A session renewed after others cleaned the old one: they dropped this
+    // client from the watchers too, and sent it nothing since.
+    RETURN_IF_ERROR(Cmd(kOpSession, {"HSET", "watchers", client_->origin(), id}).status());
+    watch_fn_({}, true);
+  }
   return Status::OK();
+}
+
+Status RedisMeta::WatchChanges(ChangeFn fn) {
+  std::lock_guard lock(watch_mu_);
+  if (subscriber_) return Status::Err(EBUSY, "already watching for changes");
+  watch_fn_ = std::move(fn);
+  const std::string channel = "tessera.changes." + format_.uuid;
+  std::vector<std::string> one(1);
+  ASSIGN_OR_RETURN(subscriber_, redis::Subscriber::Start(
+                                    client_->options(), channel,
+                                    [this, one](std::string_view m) mutable {
+                                      one[0].assign(m);
+                                      DeliverChanges(watch_fn_, one, client_->origin(), false);
+                                    },
+                                    [this] { watch_fn_({}, true); }));
+  // Subscribed first: nothing published after the registration is missed.
+  Status st = Cmd(kOpSession, {"SET", "watchchan", channel}).status();
+  if (st.ok()) st = Cmd(kOpSession, {"HSET", "watchers", client_->origin(), std::to_string(sid_.load())}).status();
+  if (!st.ok()) {
+    subscriber_.reset();
+    return st;
+  }
+  watching_ = true;
+  return Status::OK();
+}
+
+void RedisMeta::StopWatching() {
+  std::lock_guard lock(watch_mu_);
+  if (!subscriber_) return;
+  subscriber_.reset();
+  watching_ = false;
+  // Others then publish for nothing until this session is cleaned.
+  Status st = Cmd(kOpSession, {"HDEL", "watchers", client_->origin()}).status();
+  if (!st.ok()) LOG_WARN("leaving the watchers of changes: {}", st.ToString());
 }
 
 Status RedisMeta::Heartbeat() {

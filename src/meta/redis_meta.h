@@ -9,6 +9,7 @@
 #include <array>
 #include <atomic>
 #include <memory>
+#include <mutex>
 
 #include "meta/meta.h"
 #include "meta/meta_util.h"
@@ -38,6 +39,8 @@ class RedisMeta final : public Meta {
   Status BeginBackup() override;
   Status EndBackup() override;
   Result<int> CleanupDeleted(const SliceDeleter& deleter, int max_items, size_t parallel = 1) override;
+  Status WatchChanges(ChangeFn fn) override;
+  void StopWatching() override;
 
   Status Lookup(const Context& ctx, Ino parent, const std::string& name, Ino* ino, Attr* attr) override;
   Status GetAttr(const Context& ctx, Ino ino, Attr* attr) override;
@@ -122,6 +125,11 @@ class RedisMeta final : public Meta {
   std::string TrashArg(const Context& ctx, const Timespec& now) const;
 
   const std::unique_ptr<redis::Client> client_;
+  // Coherent caches: the volume's change channel, subscribed while watching.
+  std::mutex watch_mu_;
+  std::unique_ptr<redis::Subscriber> subscriber_;  // guarded by watch_mu_
+  ChangeFn watch_fn_;                               // set before subscriber_ starts
+  std::atomic<bool> watching_{false};
   std::array<std::atomic<uint64_t>, kOpCount> requests_{};
   IdPool inode_ids_;
   IdPool slice_ids_;

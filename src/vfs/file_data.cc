@@ -419,8 +419,26 @@ Status FileData::Write(const meta::Context& ctx, uint64_t off, const char* data,
   }
   // A long stream commits its uploaded blocks in the background, leaving
   // the buffer's partial block to the stream.
-  if (frozen_unbatched_bytes_ >= kCommitFrozenBytes && !batch_) return StartBatchLocked(ctx, /*freeze_buffer=*/false);
+  if (frozen_unbatched_bytes_ >= kCommitFrozenBytes) {
+    if (!batch_) return StartBatchLocked(ctx, /*freeze_buffer=*/false);
+    stream_ctx_ = ctx;  // Tick starts it if the writer stops first
+  }
   return Status::OK();
+}
+
+void FileData::Tick() {
+  InvalidateOnDiscard invalidate(this, /*sync=*/false);
+  std::unique_lock<std::mutex> g(mu_, std::try_to_lock);
+  if (!g.owns_lock() || !stream_ctx_) return;
+  ReapBatchLocked();
+  if (batch_) return;
+  const meta::Context ctx = std::move(*stream_ctx_);
+  stream_ctx_.reset();
+  if (frozen_unbatched_bytes_ < kCommitFrozenBytes) return;
+  // Without freezing the buffer, starting a batch cannot fail: its upload
+  // or commit failure comes back through the batch.
+  Status started = StartBatchLocked(ctx, /*freeze_buffer=*/false);
+  if (!started.ok() && unreported_.ok()) unreported_ = started;
 }
 
 Status FileData::Commit(const meta::Context& ctx) {
@@ -603,6 +621,7 @@ void FileData::DiscardLocked(const Status& why) {
 
 Status FileData::StartBatchLocked(const meta::Context& ctx, bool freeze_buffer) {
   if (freeze_buffer) RETURN_IF_ERROR(FreezeBufferLocked());
+  stream_ctx_.reset();
   auto batch = std::make_shared<CommitBatch>();
   std::vector<std::shared_ptr<FrozenSlice>> slices(frozen_.begin(), frozen_.end());
   batch->count = slices.size();

@@ -40,6 +40,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <shared_mutex>
 #include <string>
@@ -258,6 +259,12 @@ class FileData {
   Status Commit(const meta::Context& ctx);
   Status Truncate(const meta::Context& ctx, uint64_t size, bool check_perm, meta::Attr* out);
   Status Fallocate(const meta::Context& ctx, int mode, uint64_t off, uint64_t len);
+  // The background loop's visit (Vfs::BackgroundLoop): a stream that froze
+  // kCommitFrozenBytes while a background commit was running, then stopped
+  // writing (the file kept open), commits them now rather than at close.
+  // Skipped while another thread holds the file. A batch's failure is
+  // reported as any background commit's (by the next Commit).
+  void Tick();
   // Drops every pending write, never to be committed (the session expired):
   // their objects are deleted, the kernel's cache of the file invalidated.
   void Abandon(const Status& why);
@@ -329,6 +336,7 @@ class FileData {
   WriteBuffer buffer_{dp_->block_size()};               // guarded by mu_
   std::vector<std::shared_ptr<FrozenSlice>> frozen_;    // guarded by mu_: creation order
   uint64_t frozen_unbatched_bytes_ = 0;                 // guarded by mu_: bytes frozen since the last batch or commit
+  std::optional<meta::Context> stream_ctx_;              // guarded by mu_: the writer, when a batch was due but one ran
   std::shared_ptr<CommitBatch> batch_;                  // guarded by mu_: commits frozen_'s first slices
   Status unreported_;  // guarded by mu_: a background commit's failure, for the next Commit to return
   meta::Timespec last_write_;                           // guarded by mu_

@@ -122,6 +122,15 @@ void Vfs::BackgroundLoop() {
     if (!flushed.ok()) LOG_WARN("writing directory statistics: {} (kept, tried again)", flushed.ToString());
     // Object stores answer a DELETE in milliseconds: one at a time would
     // fall behind a writer.
+    // Streams that stopped writing while a background commit of theirs ran.
+    std::vector<std::shared_ptr<FileData>> open;
+    {
+      std::lock_guard<std::mutex> g(table_mu_);
+      open.reserve(files_.size());
+      for (const auto& [ino, file] : files_) open.push_back(file);
+    }
+    for (const auto& file : open) file->Tick();
+    open.clear();
     auto r = meta_->CleanupDeleted(deleter, 1000, kDeleteThreads);
     busy = r.ok() && *r > 0;
     CountJob(kCleanup, r.status());

@@ -1,0 +1,158 @@
+// Coherent caches on the key-value engines (docs/consistency.md, "Coherent
+// kernel caches"): every write transaction's changes to inode attributes
+// ("A" ino "I") and directory entries ("A" ino "D" name) are read off the
+// keys it writes, so no operation can forget to report one. While another
+// client watches (the "watchers" counter, read in the same transaction),
+// they go out through kv::Txn::Notify, committed with the change itself:
+// the sqlite3 engine's log table, PostgreSQL's NOTIFY, the memory engine's
+// log. A client alone on its volume writes nothing more.
+#include <fmt/format.h>
+
+#include <unordered_set>
+
+#include "common/log.h"
+#include "meta/encoding.h"
+#include "meta/kv_meta.h"
+#include "meta/kv_meta_tx.h"
+
+namespace tessera::meta {
+
+using namespace keys;
+
+namespace {
+
+// Bigger change sets (a whole tree cloned in one transaction) go out as
+// "everything changed": PostgreSQL's NOTIFY takes 8,000 bytes at most, and
+// its payload travels hex-encoded.
+constexpr size_t kMaxPayload = 3900;
+
+// Passes everything to the transaction below and notes the changes its
+// writes make.
+class RecordingTxn final : public kv::Txn {
+ public:
+  explicit RecordingTxn(kv::Txn& inner) : inner_(inner) {}
+
+  Result<std::string> Get(std::string_view key) override { return inner_.Get(key); }
+  Status Put(std::string_view key, std::string_view value) override {
+    Note(key);
+    return inner_.Put(key, value);
+  }
+  Status Delete(std::string_view key) override {
+    Note(key);
+    return inner_.Delete(key);
+  }
+  Status Scan(std::string_view begin, std::string_view end, size_t limit, const ScanFn& fn) override {
+    return inner_.Scan(begin, end, limit, fn);
+  }
+  Status PutMany(const KeyValues& kvs) override {
+    for (const auto& kv : kvs) Note(kv.first);
+    return inner_.PutMany(kvs);
+  }
+  Result<int64_t> Incr(std::string_view key, int64_t delta) override { return inner_.Incr(key, delta); }
+  Status Notify(std::string_view payload) override { return inner_.Notify(payload); }
+
+  const std::vector<Change>& changes() const { return changes_; }
+
+ private:
+  void Note(std::string_view key) {
+    if (key.size() < 10 || key[0] != 'A') return;
+    const Ino ino = kv::ReadU64BE(key.substr(1, 8));
+    if (key[9] == 'I') {
+      if (inodes_.insert(ino).second) changes_.push_back(Change{0, {}, ino});
+    } else if (key[9] == 'D' && key.size() > 10) {
+      changes_.push_back(Change{ino, std::string(key.substr(10)), 0});
+    }
+  }
+
+  kv::Txn& inner_;
+  std::unordered_set<Ino> inodes_;
+  std::vector<Change> changes_;
+};
+
+class WatchedEngine final : public kv::Engine {
+ public:
+  WatchedEngine(std::unique_ptr<kv::Engine> inner, const std::string& origin, const std::atomic<bool>& watching)
+      : inner_(std::move(inner)), origin_(origin), watching_(watching) {}
+
+  Status Run(const TxnFn& fn, bool read_only) override {
+    if (read_only) return inner_->Run(fn, true);
+    return inner_->Run([&](kv::Txn& tx) {
+      RecordingTxn rec(tx);
+      RETURN_IF_ERROR(fn(rec));
+      if (rec.changes().empty()) return Status::OK();
+      ASSIGN_OR_RETURN(int64_t watchers, CounterTx(tx, kWatchers));
+      if (watchers - (watching_.load(std::memory_order_relaxed) ? 1 : 0) <= 0) return Status::OK();
+      std::string payload = EncodeChanges(origin_, rec.changes());
+      if (payload.size() > kMaxPayload) payload = origin_ + std::string("\0*", 2);
+      return tx.Notify(payload);
+    }, false);
+  }
+  Status DropAll() override { return inner_->DropAll(); }
+  std::string Name() const override { return inner_->Name(); }
+  Result<std::unique_ptr<kv::Listener>> Listen(NotifyFn fn) override { return inner_->Listen(std::move(fn)); }
+
+ private:
+  const std::unique_ptr<kv::Engine> inner_;
+  const std::string& origin_;
+  const std::atomic<bool>& watching_;
+};
+
+}  // namespace
+
+std::unique_ptr<kv::Engine> WatchEngine(std::unique_ptr<kv::Engine> inner, const std::string& origin,
+                                        const std::atomic<bool>& watching) {
+  return std::make_unique<WatchedEngine>(std::move(inner), origin, watching);
+}
+
+Status KvMeta::RegisterWatcherTx(kv::Txn& tx, uint64_t sid) {
+  const std::string key = WatcherKey(origin_);
+  auto had = tx.Get(key);
+  if (!had.ok() && !had.status().not_found()) return had.status();
+  if (!had.ok()) RETURN_IF_ERROR(IncrTx(tx, kWatchers, 1));
+  return tx.Put(key, EncodeI64(int64_t(sid)));
+}
+
+Status KvMeta::DropWatchersTx(kv::Txn& tx, uint64_t sid, std::string_view origin) {
+  std::vector<std::string> gone;
+  const std::string prefix = WatcherPrefix();
+  RETURN_IF_ERROR(tx.Scan(prefix, kv::PrefixEnd(prefix), 0, [&](std::string_view k, std::string_view v) {
+    if (k.substr(prefix.size()) == origin || (sid != 0 && uint64_t(DecodeI64(v)) == sid)) gone.emplace_back(k);
+    return true;
+  }));
+  for (const std::string& k : gone) {
+    RETURN_IF_ERROR(tx.Delete(k));
+    RETURN_IF_ERROR(IncrTx(tx, kWatchers, -1));
+  }
+  return Status::OK();
+}
+
+void KvMeta::OnPayloads(const std::vector<std::string>& payloads, bool lost) {
+  DeliverChanges(watch_fn_, payloads, origin_, lost);
+}
+
+Status KvMeta::WatchChanges(ChangeFn fn) {
+  std::lock_guard lock(watch_mu_);
+  if (listener_) return Status::Err(EBUSY, "already watching for changes");
+  watch_fn_ = std::move(fn);
+  // Listening starts first: nothing committed after the registration is missed.
+  ASSIGN_OR_RETURN(listener_, engine_->Listen([this](const std::vector<std::string>& p, bool lost) { OnPayloads(p, lost); }));
+  Status st = engine_->Run([&](kv::Txn& tx) { return RegisterWatcherTx(tx, sid_.load()); });
+  if (!st.ok()) {
+    listener_.reset();
+    return st;
+  }
+  watching_ = true;
+  return Status::OK();
+}
+
+void KvMeta::StopWatching() {
+  std::lock_guard lock(watch_mu_);
+  if (!listener_) return;
+  listener_.reset();
+  watching_ = false;
+  Status st = engine_->Run([&](kv::Txn& tx) { return DropWatchersTx(tx, 0, origin_); });
+  // Others then notify this client for nothing until its session is cleaned.
+  if (!st.ok()) LOG_WARN("leaving the watchers of changes: {}", st.ToString());
+}
+
+}  // namespace tessera::meta

@@ -1,0 +1,148 @@
+// Subscriber (redis_client.h): the Redis side of coherent caches. The
+// connection is read with poll() and hiredis's reader, so that the thread
+// notices both its own stop and a silent server without hiredis's
+// blocking timeouts (which leave a context unusable).
+#include <hiredis/hiredis.h>
+#include <poll.h>
+
+#include <chrono>
+
+#include "common/log.h"
+#include "meta/redis_client.h"
+
+namespace tessera::meta::redis {
+
+namespace {
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+struct ReplyFree {
+  void operator()(redisReply* r) const { freeReplyObject(r); }
+};
+using OwnedReply = std::unique_ptr<redisReply, ReplyFree>;
+
+}  // namespace
+
+Subscriber::Subscriber(const Options& opts, std::string channel, std::function<void(std::string_view)> on_message,
+                       std::function<void()> on_lost)
+    : opts_(opts), channel_(std::move(channel)), on_message_(std::move(on_message)), on_lost_(std::move(on_lost)) {}
+
+Result<std::unique_ptr<Subscriber>> Subscriber::Start(const Options& opts, std::string channel,
+                                                      std::function<void(std::string_view)> on_message,
+                                                      std::function<void()> on_lost) {
+  std::unique_ptr<Subscriber> s(new Subscriber(opts, std::move(channel), std::move(on_message), std::move(on_lost)));
+  ASSIGN_OR_RETURN(s->ctx_, s->Connect());
+  s->thread_ = std::thread([p = s.get()] { p->Loop(); });
+  return s;
+}
+
+Subscriber::~Subscriber() {
+  stop_ = true;
+  if (thread_.joinable()) thread_.join();
+  if (ctx_ != nullptr) redisFree(ctx_);
+}
+
+// Dials, authenticates and subscribes with blocking requests (bounded by the
+// I/O timeout), then leaves the connection to Loop.
+Result<redisContext*> Subscriber::Connect() {
+  redisContext* c = opts_.socket.empty()
+                        ? redisConnectWithTimeout(opts_.host.c_str(), opts_.port,
+                                                  timeval{opts_.connect_timeout_ms / 1000, (opts_.connect_timeout_ms % 1000) * 1000})
+                        : redisConnectUnixWithTimeout(opts_.socket.c_str(), timeval{opts_.connect_timeout_ms / 1000,
+                                                                                     (opts_.connect_timeout_ms % 1000) * 1000});
+  if (c == nullptr) return Status::Err(ENOMEM, "redis " + opts_.display + ": cannot allocate a connection");
+  auto fail = [&](const std::string& why) {
+    redisFree(c);
+    return Status::Err(EIO, "redis " + opts_.display + ": subscribe to changes: " + why);
+  };
+  if (c->err) return fail(c->errstr);
+  redisSetTimeout(c, timeval{opts_.io_timeout_ms / 1000, (opts_.io_timeout_ms % 1000) * 1000});
+  auto request = [&](std::vector<std::string_view> argv) -> std::string {
+    std::vector<const char*> args;
+    std::vector<size_t> lens;
+    for (auto a : argv) {
+      args.push_back(a.data());
+      lens.push_back(a.size());
+    }
+    OwnedReply r(static_cast<redisReply*>(redisCommandArgv(c, int(args.size()), args.data(), lens.data())));
+    if (!r) return c->errstr[0] != '\0' ? c->errstr : "no reply";
+    if (r->type == REDIS_REPLY_ERROR) return std::string(r->str, r->len);
+    return {};
+  };
+  std::string why;
+  if (!opts_.password.empty()) {
+    why = opts_.user.empty() ? request({"AUTH", opts_.password}) : request({"AUTH", opts_.user, opts_.password});
+    if (!why.empty()) return fail("authentication failed");  // never the reply: it could quote the password
+  }
+  if (why.empty()) why = request({"SUBSCRIBE", channel_});
+  if (!why.empty()) return fail(why);
+  return c;
+}
+
+void Subscriber::Loop() {
+  int64_t last_heard = NowMs();
+  int64_t last_ping = last_heard;
+  bool failing = false;
+  while (!stop_) {
+    if (ctx_ == nullptr) {
+      Result<redisContext*> c = Connect();
+      if (!c.ok()) {
+        if (!failing) LOG_WARN("{} (caches dropped until it works)", c.status().ToString());
+        failing = true;
+        on_lost_();
+        for (int i = 0; i < 10 && !stop_; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        continue;
+      }
+      ctx_ = *c;
+      if (failing) LOG_INFO("redis {}: subscribed to changes again", opts_.display);
+      failing = false;
+      last_heard = last_ping = NowMs();
+      on_lost_();  // what was published while nobody listened
+    }
+    bool broken = false;
+    // Replies already read, then the socket.
+    for (;;) {
+      void* raw = nullptr;
+      if (redisGetReplyFromReader(ctx_, &raw) != REDIS_OK) {
+        broken = true;
+        break;
+      }
+      if (raw == nullptr) break;
+      OwnedReply r(static_cast<redisReply*>(raw));
+      last_heard = NowMs();
+      // ["message", channel, payload]; subscribe confirmations and PING
+      // answers (["pong", ""]) only show the connection lives.
+      if (r->type == REDIS_REPLY_ARRAY && r->elements == 3 && r->element[0]->type == REDIS_REPLY_STRING &&
+          std::string_view(r->element[0]->str, r->element[0]->len) == "message" &&
+          r->element[2]->type == REDIS_REPLY_STRING) {
+        on_message_(std::string_view(r->element[2]->str, r->element[2]->len));
+      }
+    }
+    const int64_t now = NowMs();
+    if (!broken && now - last_ping >= 1000) {
+      last_ping = now;
+      int done = 0;
+      broken = redisAppendCommand(ctx_, "PING") != REDIS_OK;
+      while (!broken && !done) broken = redisBufferWrite(ctx_, &done) != REDIS_OK;
+    }
+    if (!broken && now - last_heard > opts_.io_timeout_ms) broken = true;
+    if (!broken) {
+      pollfd pfd{ctx_->fd, POLLIN, 0};
+      const int ready = ::poll(&pfd, 1, 100);
+      if (ready > 0) broken = redisBufferRead(ctx_) != REDIS_OK;
+    }
+    if (broken) {
+      LOG_WARN("redis {}: subscription to changes broke ({}); caches dropped, subscribing again", opts_.display,
+               ctx_->errstr[0] != '\0' ? ctx_->errstr : "no answer");
+      redisFree(ctx_);
+      ctx_ = nullptr;
+      failing = true;
+      on_lost_();
+    }
+  }
+}
+
+}  // namespace tessera::meta::redis
