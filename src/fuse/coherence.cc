@@ -12,8 +12,9 @@ namespace tessera::fuse {
 
 namespace {
 
-// After changes were missed, replies stay brief this long: the watcher
-// reports again at least every second while it fails.
+// After changes were missed, replies stay brief this long (or the
+// engine's grace, if longer): the watcher reports again at least every
+// second while it fails.
 constexpr int64_t kBriefAfterLossMs = 2000;
 constexpr size_t kNamesPerInode = 4;
 
@@ -24,7 +25,9 @@ int64_t NowMs() {
 
 }  // namespace
 
-void Coherence::Configure(bool on, Timeouts lasting, Timeouts brief) {
+void Coherence::Configure(bool on, Timeouts lasting, Timeouts brief, int grace_ms) {
+  grace_ms_ = grace_ms;
+  if (on && grace_ms > 0) brief_until_ms_ = NowMs() + grace_ms;
   on_ = on;
   lasting_ = lasting;
   brief_ = brief;
@@ -71,7 +74,7 @@ void Coherence::Bump(const std::vector<meta::Change>& changes, bool lost) {
 
 void Coherence::Apply(fuse_session* se, const std::vector<meta::Change>& changes, bool lost) {
   if (lost) {
-    brief_until_ms_ = NowMs() + kBriefAfterLossMs;
+    brief_until_ms_ = NowMs() + std::max(kBriefAfterLossMs, grace_ms_.load());
     Bump({}, true);
     DropAll(se);
     return;

@@ -44,7 +44,9 @@ class Coherence {
   };
   // on: watching works for this mount. lasting: the timeouts while it
   // works; brief: otherwise (and for replies racing an invalidation).
-  void Configure(bool on, Timeouts lasting, Timeouts brief);
+  // grace_ms: after the watch starts or changes were lost, replies stay
+  // brief this long at least (Meta::WatchGraceMs).
+  void Configure(bool on, Timeouts lasting, Timeouts brief, int grace_ms = 0);
   bool on() const { return on_; }
 
   // Request threads: the sequence number before the engine was asked.
@@ -81,6 +83,7 @@ class Coherence {
   std::array<std::atomic<uint64_t>, 512> marks_{};
   std::atomic<uint64_t> lost_mark_{0};
   std::atomic<int64_t> brief_until_ms_{0};  // steady clock
+  std::atomic<int64_t> grace_ms_{0};
   std::shared_mutex reply_mu_;
 
   struct Node {

@@ -836,7 +836,7 @@ void StartCoherence(State* state) {
   const Coherence::Timeouts lasting = state->opts.timeouts_given ? configured : Coherence::Timeouts{t, t, t};
   const Coherence::Timeouts brief{std::min(cfg.attr_timeout, 1.0), std::min(cfg.entry_timeout, 1.0),
                                   std::min(cfg.dir_entry_timeout, 1.0)};
-  state->coherence.Configure(true, lasting, brief);
+  state->coherence.Configure(true, lasting, brief, state->vfs->meta()->WatchGraceMs());
   LOG_INFO("coherent kernel caches: attributes {}s, entries {}s, directory entries {}s while other clients' changes "
            "are reported",
            lasting.attr, lasting.entry, lasting.dir_entry);

@@ -101,6 +101,7 @@ class FaultMeta final : public Meta {
   Result<int> CleanStaleSessions(int64_t timeout_sec) override { return inner_->CleanStaleSessions(timeout_sec); }
   Status WatchChanges(ChangeFn fn) override { return inner_->WatchChanges(std::move(fn)); }
   void StopWatching() override { inner_->StopWatching(); }
+  int WatchGraceMs() const override { return inner_->WatchGraceMs(); }
   Result<int> CleanupDeleted(const SliceDeleter& deleter, int max_items, size_t parallel = 1) override {
     return inner_->CleanupDeleted(deleter, max_items, parallel);
   }

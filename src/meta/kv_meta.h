@@ -59,6 +59,7 @@ class KvMeta final : public Meta {
   Result<int> CleanupDeleted(const SliceDeleter& deleter, int max_items, size_t parallel = 1) override;
   Status WatchChanges(ChangeFn fn) override;
   void StopWatching() override;
+  int WatchGraceMs() const override;
 
   Status Lookup(const Context& ctx, Ino parent, const std::string& name, Ino* ino, Attr* attr) override;
   Status GetAttr(const Context& ctx, Ino ino, Attr* attr) override;

@@ -8,6 +8,8 @@
 // log. A client alone on its volume writes nothing more.
 #include <fmt/format.h>
 
+#include <chrono>
+#include <climits>
 #include <unordered_set>
 
 #include "common/log.h"
@@ -20,6 +22,13 @@ namespace tessera::meta {
 using namespace keys;
 
 namespace {
+
+// PostgreSQL: how long a client trusts what it read of the watchers
+// counter, and how long a new watcher keeps its kernel caches short (other
+// clients notice it within the TTL; a commit decided just before may land
+// a few seconds later).
+constexpr int64_t kWatchersTtlMs = 1000;
+constexpr int kWatchGraceMs = 5000;
 
 // Bigger change sets (a whole tree cloned in one transaction) go out as
 // "everything changed": PostgreSQL's NOTIFY takes 8,000 bytes at most, and
@@ -80,21 +89,44 @@ class WatchedEngine final : public kv::Engine {
       RecordingTxn rec(tx);
       RETURN_IF_ERROR(fn(rec));
       if (rec.changes().empty()) return Status::OK();
-      ASSIGN_OR_RETURN(int64_t watchers, CounterTx(tx, kWatchers));
-      if (watchers - (watching_.load(std::memory_order_relaxed) ? 1 : 0) <= 0) return Status::OK();
+      ASSIGN_OR_RETURN(bool others, OthersWatch(tx));
+      if (!others) return Status::OK();
       std::string payload = EncodeChanges(origin_, rec.changes());
       if (payload.size() > kMaxPayload) payload = origin_ + std::string("\0*", 2);
       return tx.Notify(payload);
     }, false);
   }
   Status DropAll() override { return inner_->DropAll(); }
+
+  // Whether a client other than this one watches: the watchers counter,
+  // read in the transaction — on PostgreSQL, where each read is a round
+  // trip, at most once per kWatchersTtlMs (a new watcher then waits
+  // kWatchGraceMs before it trusts its long timeouts, Meta::WatchGraceMs).
+  Result<bool> OthersWatch(kv::Txn& tx) {
+    const int64_t now = NowMs();
+    if (!exact_ && now - checked_ms_.load(std::memory_order_acquire) < kWatchersTtlMs)
+      return others_.load(std::memory_order_relaxed);
+    ASSIGN_OR_RETURN(int64_t watchers, CounterTx(tx, kWatchers));
+    const bool others = watchers - (watching_.load(std::memory_order_relaxed) ? 1 : 0) > 0;
+    others_.store(others, std::memory_order_relaxed);
+    checked_ms_.store(now, std::memory_order_release);
+    return others;
+  }
   std::string Name() const override { return inner_->Name(); }
   Result<std::unique_ptr<kv::Listener>> Listen(NotifyFn fn) override { return inner_->Listen(std::move(fn)); }
 
  private:
+  static int64_t NowMs() {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  }
+
   const std::unique_ptr<kv::Engine> inner_;
   const std::string& origin_;
   const std::atomic<bool>& watching_;
+  const bool exact_ = inner_->Name() != "postgres";  // reads the counter in every transaction
+  std::atomic<int64_t> checked_ms_{INT64_MIN / 2};  // steady clock: when others_ was read
+  std::atomic<bool> others_{false};
 };
 
 }  // namespace
@@ -144,6 +176,8 @@ Status KvMeta::WatchChanges(ChangeFn fn) {
   watching_ = true;
   return Status::OK();
 }
+
+int KvMeta::WatchGraceMs() const { return engine_->Name() == "postgres" ? kWatchGraceMs : 0; }
 
 void KvMeta::StopWatching() {
   std::lock_guard lock(watch_mu_);

@@ -322,6 +322,12 @@ class Meta {
     return Status::Err(ENOTSUP, "this metadata engine cannot report other clients' changes");
   }
   virtual void StopWatching() {}
+  // How long after WatchChanges (or a lost call) other clients may still
+  // commit changes without reporting them to this client: engines that
+  // check for watchers in every transaction say 0; one that checks once a
+  // second (PostgreSQL, where the check costs a round trip) more. A
+  // watcher keeps kernel caches short that long.
+  virtual int WatchGraceMs() const { return 0; }
 
   // ---- namespace ----
   virtual Status Lookup(const Context& ctx, Ino parent, const std::string& name, Ino* ino, Attr* attr) = 0;

@@ -41,6 +41,7 @@ class MetricsMeta final : public Meta {
   }
   Status WatchChanges(ChangeFn fn) override { return inner_->WatchChanges(std::move(fn)); }
   void StopWatching() override { inner_->StopWatching(); }
+  int WatchGraceMs() const override { return inner_->WatchGraceMs(); }
   Result<int> CleanupDeleted(const SliceDeleter& deleter, int max_items, size_t parallel = 1) override {
     return TimedResult(kCleanup, [&] { return inner_->CleanupDeleted(deleter, max_items, parallel); });
   }
