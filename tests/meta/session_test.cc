@@ -14,68 +14,15 @@
 
 #include <gtest/gtest.h>
 
-#include "../kv/pg_test_util.h"
 #include "meta/meta.h"
-#include "meta/redis_client.h"
+#include "two_clients.h"
 
 namespace tessera::meta {
 namespace {
 
-class SessionExpiryTest : public ::testing::TestWithParam<std::string> {
+class SessionExpiryTest : public testing::TwoClientsTest {
  protected:
-  void SetUp() override {
-    if (GetParam() == "postgres") {
-      if (kv::testing::PgEnv("TESSERA_TEST_PG_URL").empty()) GTEST_SKIP() << kv::testing::kPgSkipMessage;
-      schema_ = std::make_unique<kv::testing::PgSchema>(kv::testing::PgEnv("TESSERA_TEST_PG_URL"));
-      url_ = schema_->url();
-    } else if (GetParam() == "redis") {
-      const char* url = std::getenv("TESSERA_TEST_REDIS_URL");
-      if (!url) GTEST_SKIP() << "TESSERA_TEST_REDIS_URL not set (ctest unit_meta_redis sets it)";
-      url_ = url;
-      auto opts = redis::Options::Parse(url_);
-      ASSERT_TRUE(opts.ok());
-      auto admin = redis::Client::Connect(*opts);
-      ASSERT_TRUE(admin.ok());
-      ASSERT_TRUE((*admin)->Command({"FLUSHDB"}).ok());
-    } else if (GetParam() == "sqlite3") {
-      dir_ = std::filesystem::temp_directory_path() / ("tessera-session-" + std::to_string(getpid()));
-      std::filesystem::create_directories(dir_);
-      url_ = "sqlite3://" + (dir_ / "meta.db").string();
-    } else {
-      url_ = "memory://session-" + std::to_string(getpid());
-    }
-    a_ = OpenClient("/mnt/a");
-    ASSERT_NE(a_, nullptr);
-    b_ = OpenClient("/mnt/b");
-    ASSERT_NE(b_, nullptr);
-  }
-  void TearDown() override {
-    a_.reset();
-    b_.reset();
-    std::error_code ec;
-    if (!dir_.empty()) std::filesystem::remove_all(dir_, ec);
-  }
-
-  std::unique_ptr<Meta> OpenClient(const std::string& mount_point) {
-    auto m = Open(url_);
-    EXPECT_TRUE(m.ok()) << m.status().ToString();
-    if (!m.ok()) return nullptr;
-    if (!(*m)->Load().ok()) {
-      Format f;
-      f.name = "session";
-      f.uuid = NewUuid();
-      EXPECT_TRUE((*m)->Init(f, false).ok());
-    }
-    SessionInfo s;
-    s.mount_point = mount_point;
-    EXPECT_TRUE((*m)->NewSession(s).ok());
-    return std::move(*m);
-  }
-
-  std::string url_;
-  std::filesystem::path dir_;
-  std::unique_ptr<kv::testing::PgSchema> schema_;
-  std::unique_ptr<Meta> a_, b_;
+  SessionExpiryTest() : TwoClientsTest("session") {}
 };
 
 TEST_P(SessionExpiryTest, ExpiredClientIsFencedAndStartsAnew) {

@@ -17,9 +17,8 @@
 
 #include <gtest/gtest.h>
 
-#include "../kv/pg_test_util.h"
 #include "meta/meta.h"
-#include "meta/redis_client.h"
+#include "two_clients.h"
 
 namespace tessera::meta {
 namespace {
@@ -83,62 +82,9 @@ class Collector {
   int lost_ = 0;
 };
 
-class WatchTest : public ::testing::TestWithParam<std::string> {
+class WatchTest : public testing::TwoClientsTest {
  protected:
-  void SetUp() override {
-    if (GetParam() == "postgres") {
-      if (kv::testing::PgEnv("TESSERA_TEST_PG_URL").empty()) GTEST_SKIP() << kv::testing::kPgSkipMessage;
-      schema_ = std::make_unique<kv::testing::PgSchema>(kv::testing::PgEnv("TESSERA_TEST_PG_URL"));
-      url_ = schema_->url();
-    } else if (GetParam() == "redis") {
-      const char* url = std::getenv("TESSERA_TEST_REDIS_URL");
-      if (!url) GTEST_SKIP() << "TESSERA_TEST_REDIS_URL not set (ctest unit_meta_redis sets it)";
-      url_ = url;
-      ASSERT_TRUE(Redis({"FLUSHDB"}).ok());
-    } else if (GetParam() == "sqlite3") {
-      dir_ = std::filesystem::temp_directory_path() / ("tessera-watch-" + std::to_string(getpid()));
-      std::filesystem::remove_all(dir_);
-      std::filesystem::create_directories(dir_);
-      url_ = "sqlite3://" + (dir_ / "meta.db").string();
-    } else {
-      url_ = "memory://watch-" + std::to_string(getpid());
-    }
-    a_ = OpenClient("/mnt/a");
-    ASSERT_NE(a_, nullptr);
-    b_ = OpenClient("/mnt/b");
-    ASSERT_NE(b_, nullptr);
-  }
-  void TearDown() override {
-    a_.reset();
-    b_.reset();
-    std::error_code ec;
-    if (!dir_.empty()) std::filesystem::remove_all(dir_, ec);
-  }
-
-  std::unique_ptr<Meta> OpenClient(const std::string& mount_point) {
-    auto m = Open(url_);
-    EXPECT_TRUE(m.ok()) << m.status().ToString();
-    if (!m.ok()) return nullptr;
-    if (!(*m)->Load().ok()) {
-      Format f;
-      f.name = "watch";
-      f.uuid = NewUuid();
-      EXPECT_TRUE((*m)->Init(f, false).ok());
-      EXPECT_TRUE((*m)->Load().ok());
-    }
-    SessionInfo s;
-    s.mount_point = mount_point;
-    EXPECT_TRUE((*m)->NewSession(s).ok());
-    return std::move(*m);
-  }
-
-  Result<redis::Reply> Redis(const std::vector<std::string_view>& argv) {
-    auto opts = redis::Options::Parse(url_);
-    if (!opts.ok()) return opts.status();
-    auto client = redis::Client::Connect(*opts);
-    if (!client.ok()) return client.status();
-    return (*client)->Command(argv);
-  }
+  WatchTest() : TwoClientsTest("watch") {}
 
   // Change records written so far, where the engine shows them (sqlite3:
   // rows of its log; redis: PUBLISH calls); -1 elsewhere.
@@ -166,16 +112,11 @@ class WatchTest : public ::testing::TestWithParam<std::string> {
     return -1;
   }
 
-  // Clients read who watches once a second at most (the key-value
-  // engines; Redis functions look every time): a new or gone watcher is
-  // noticed within a second. A watching mount keeps its kernel caches
-  // short that long (fuse/coherence.cc).
+  // PostgreSQL clients look for watchers once a second at most (the other
+  // engines in every transaction): a new or gone watcher is noticed within
+  // a second there. A watching mount keeps its kernel caches short longer
+  // (Meta::WatchGraceMs).
   static void NoticeWatchers() { std::this_thread::sleep_for(1100ms); }
-
-  std::string url_;
-  std::filesystem::path dir_;
-  std::unique_ptr<kv::testing::PgSchema> schema_;
-  std::unique_ptr<Meta> a_, b_;
 };
 
 TEST_P(WatchTest, OtherClientsChangesReachAWatcherButNotItsOwn) {
