@@ -117,11 +117,15 @@ class WatchTest : public testing::TwoClientsTest {
   // a second there. A watching mount keeps its kernel caches short longer
   // (Meta::WatchGraceMs).
   static void NoticeWatchers() { std::this_thread::sleep_for(1100ms); }
+
+  // What a_ and b_ were told: members, destroyed after TearDown has closed
+  // the clients (whose watcher threads call them).
+  Collector a_seen_, b_seen_;
 };
 
 TEST_P(WatchTest, OtherClientsChangesReachAWatcherButNotItsOwn) {
   const Context root = Context::Root();
-  Collector seen;
+  Collector& seen = b_seen_;
   ASSERT_TRUE(b_->WatchChanges(seen.fn()).ok());
   EXPECT_EQ(b_->WatchChanges(seen.fn()).code(), EBUSY);
   NoticeWatchers();
@@ -177,7 +181,8 @@ TEST_P(WatchTest, OtherClientsChangesReachAWatcherButNotItsOwn) {
 TEST_P(WatchTest, NothingIsRecordedWhileNoOtherClientWatches) {
   if (GetParam() != "sqlite3" && GetParam() != "redis") GTEST_SKIP() << "records are not countable on this engine";
   const Context root = Context::Root();
-  Collector a_seen, b_seen;
+  Collector& a_seen = a_seen_;
+  Collector& b_seen = b_seen_;
   ASSERT_TRUE(a_->WatchChanges(a_seen.fn()).ok());
   const int64_t before = Recorded();
   Ino ino = 0;
@@ -208,7 +213,7 @@ TEST_P(WatchTest, NothingIsRecordedWhileNoOtherClientWatches) {
 TEST_P(WatchTest, ABrokenWatchReportsLostAndRecovers) {
   if (GetParam() != "redis" && GetParam() != "postgres") GTEST_SKIP() << "no connection to cut";
   const Context root = Context::Root();
-  Collector seen;
+  Collector& seen = b_seen_;
   ASSERT_TRUE(b_->WatchChanges(seen.fn()).ok());
   NoticeWatchers();
   if (GetParam() == "redis") {
