@@ -68,7 +68,8 @@ Status ListTrashHours(meta::Meta* m, std::vector<Entry>* hours) {
   return st;
 }
 
-Result<uint64_t> PurgeTrash(meta::Meta* m, int days, int64_t now, const std::atomic<bool>* cancel) {
+Result<uint64_t> PurgeTrash(meta::Meta* m, int days, int64_t now, const std::atomic<bool>* cancel,
+                            const std::function<void(const std::string&, meta::Ino)>& gone) {
   std::vector<Entry> hours;
   RETURN_IF_ERROR(ListTrashHours(m, &hours));
   uint64_t removed = 0;
@@ -78,6 +79,7 @@ Result<uint64_t> PurgeTrash(meta::Meta* m, int days, int64_t now, const std::ato
     RETURN_IF_ERROR(RemoveBelow(m, h.ino, &removed, cancel));
     Status st = m->Rmdir(TrashRoot(), meta::kTrashIno, h.name);
     if (!st.ok() && st.code() != ENOENT && st.code() != ENOTEMPTY) return st.With("removing trash hour " + h.name);
+    if (st.ok() && gone) gone(h.name, h.ino);
   }
   return removed;
 }

@@ -24,7 +24,10 @@ Result<int64_t> ParseTrashHour(const std::string& name);
 // Removes, for good, every hour directory whose whole hour ended more than
 // `days` days before `now` (unix seconds), with what is in it; the data
 // goes through the ordinary deletion path. Returns the entries removed.
-Result<uint64_t> PurgeTrash(meta::Meta* m, int days, int64_t now, const std::atomic<bool>* cancel = nullptr);
+// gone(name, ino) is called for each hour directory removed (a mount tells
+// its kernel: its own changes are not reported back to it).
+Result<uint64_t> PurgeTrash(meta::Meta* m, int days, int64_t now, const std::atomic<bool>* cancel = nullptr,
+                            const std::function<void(const std::string&, meta::Ino)>& gone = {});
 
 // Puts the entries of trash hour directory `hour` back under their original
 // directories, directories first, never replacing anything: an entry whose

@@ -206,7 +206,9 @@ void Vfs::PurgeTrashJob() {
     return;
   }
   if (!*claimed) return;
-  auto removed = PurgeTrash(meta_, days, meta::Now().sec, &backup_cancel_);
+  auto removed = PurgeTrash(meta_, days, meta::Now().sec, &backup_cancel_, [this](const std::string& hour, Ino ino) {
+    InvalidateEntry(meta::kTrashIno, hour, ino);
+  });
   if (removed.status().code() != ECANCELED) CountJob(kTrashPurge, removed.status());
   if (removed.ok()) {
     if (*removed > 0) LOG_INFO("trash: {} expired entries removed", *removed);
