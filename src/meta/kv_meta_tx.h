@@ -40,6 +40,11 @@ Status DeletePrefixTx(kv::Txn& tx, const std::string& prefix);
 Status ReleaseSliceTx(kv::Txn& tx, uint64_t id, uint32_t size, int64_t not_before = 0);
 // Releases every real slice of a chunk list (each id once).
 Status QueueSlicesTx(kv::Txn& tx, std::string_view chunk_value);
+// Appends slices to the chunk list at key (its current value: `value`) and
+// drops the records the list then hides completely, old or new, releasing
+// their slices. *count (if not null): records in the list after.
+Status AppendSlicesTx(kv::Txn& tx, const std::string& key, std::string value, const std::vector<chunk::Slice>& added,
+                      uint32_t* count = nullptr);
 // Every inode's attributes and every directory entry (fsck); records it
 // cannot decode become problems.
 Status CollectTreeTx(kv::Txn& tx, std::unordered_map<Ino, Attr>* attrs, std::vector<std::tuple<Ino, std::string, Ino>>* entries,
