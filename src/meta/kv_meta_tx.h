@@ -1,5 +1,5 @@
-// Transaction helpers shared by KvMeta's files (kv_meta.cc, kv_meta_session.cc,
-// kv_meta_xattr_lock.cc). Internal to src/meta.
+// Transaction helpers shared by KvMeta's files (kv_meta.cc, kv_meta_data.cc,
+// kv_meta_session.cc, kv_meta_xattr_lock.cc, ...). Internal to src/meta.
 #pragma once
 
 #include <string>
