@@ -825,6 +825,7 @@ void StartCoherence(State* state) {
   state->coherence.Configure(false, configured, configured);
   if (state->opts.coherent_timeout <= 0) return;
   Status st = state->vfs->meta()->WatchChanges([state](const std::vector<meta::Change>& changes, bool lost) {
+    state->vfs->OthersChanged(changes, lost);  // first: a request that begins later must not find the old state
     state->coherence.Apply(state->se, changes, lost);
   });
   if (!st.ok()) {
@@ -837,6 +838,7 @@ void StartCoherence(State* state) {
   const Coherence::Timeouts brief{std::min(cfg.attr_timeout, 1.0), std::min(cfg.entry_timeout, 1.0),
                                   std::min(cfg.dir_entry_timeout, 1.0)};
   state->coherence.Configure(true, lasting, brief, state->vfs->meta()->WatchGraceMs());
+  state->vfs->WatchStarted(state->vfs->meta()->WatchGraceMs());
   LOG_INFO("coherent kernel caches: attributes {}s, entries {}s, directory entries {}s while other clients' changes "
            "are reported",
            lasting.attr, lasting.entry, lasting.dir_entry);

@@ -638,8 +638,8 @@ Status KvMeta::Mknod(const Context& ctx, Ino parent, const std::string& name, ui
   }
   ASSIGN_OR_RETURN(Ino new_ino, inode_ids_.Next());
   Timespec now = Now();
-  return RunCharged([&](kv::Txn& tx, StatDeltas* deltas) {
-    Attr pattr;
+  Attr pattr;
+  RETURN_IF_ERROR(RunCharged([&](kv::Txn& tx, StatDeltas* deltas) {
     RETURN_IF_ERROR(FreeNameTx(tx, ctx, parent, name, &pattr));
 
     Attr a;
@@ -669,7 +669,9 @@ Status KvMeta::Mknod(const Context& ctx, Ino parent, const std::string& name, ui
     *ino = new_ino;
     *attr = a;
     return Status::OK();
-  });
+  }));
+  ReportEffects(ctx, {{parent, pattr}});
+  return Status::OK();
 }
 
 // ---------------------------------------------------------------- trash
@@ -747,8 +749,9 @@ Status KvMeta::Unlink(const Context& ctx, Ino parent, const std::string& name) {
   if (TouchesTrashRoot(ctx, parent, name)) return Status::Err(EPERM);
   RETURN_IF_ERROR(ValidName(name));
   Timespec now = Now();
-  return RunCharged([&](kv::Txn& tx, StatDeltas* deltas) {
-    Attr pattr, attr;
+  Attr pattr;
+  RETURN_IF_ERROR(RunCharged([&](kv::Txn& tx, StatDeltas* deltas) {
+    Attr attr;
     Ino ino = 0;
     RETURN_IF_ERROR(RemovableEntryTx(tx, ctx, parent, name, &pattr, &ino, &attr));
     if (attr.IsDir()) return Status::Err(EISDIR);
@@ -764,7 +767,9 @@ Status KvMeta::Unlink(const Context& ctx, Ino parent, const std::string& name) {
     }
     ASSIGN_OR_RETURN(bool trashed, TrashTx(tx, ctx, parent, name, ino, &attr, now, deltas));
     return trashed ? Status::OK() : ReleaseInodeTx(tx, ino, attr, deltas);
-  });
+  }));
+  ReportEffects(ctx, {{parent, pattr}});
+  return Status::OK();
 }
 
 Status KvMeta::Rmdir(const Context& ctx, Ino parent, const std::string& name) {
@@ -773,9 +778,10 @@ Status KvMeta::Rmdir(const Context& ctx, Ino parent, const std::string& name) {
   if (name == "..") return Status::Err(ENOTEMPTY);
   RETURN_IF_ERROR(ValidName(name));
   Timespec now = Now();
-  return RunCharged([&](kv::Txn& tx, StatDeltas* deltas) {
-    Attr pattr, attr;
-    Ino ino = 0;
+  Attr pattr;
+  Ino ino = 0;
+  RETURN_IF_ERROR(RunCharged([&](kv::Txn& tx, StatDeltas* deltas) {
+    Attr attr;
     RETURN_IF_ERROR(RemovableEntryTx(tx, ctx, parent, name, &pattr, &ino, &attr));
     if (!attr.IsDir()) return Status::Err(ENOTDIR);
     bool empty = false;
@@ -790,7 +796,9 @@ Status KvMeta::Rmdir(const Context& ctx, Ino parent, const std::string& name) {
     attr.ctime = now;
     ASSIGN_OR_RETURN(bool trashed, TrashTx(tx, ctx, parent, name, ino, &attr, now, deltas));
     return trashed ? Status::OK() : ReleaseInodeTx(tx, ino, attr, deltas);
-  });
+  }));
+  ReportEffects(ctx, {{parent, pattr}}, {ino});
+  return Status::OK();
 }
 
 // Rename, POSIX semantics (rename(2), renameat2(2)):
@@ -810,9 +818,12 @@ Status KvMeta::Rename(const Context& ctx, Ino psrc, const std::string& nsrc, Ino
   RETURN_IF_ERROR(CheckRenameArgs(nsrc, ndst, flags));
   if (TouchesTrashRoot(ctx, psrc, nsrc) || TouchesTrashRoot(ctx, pdst, ndst)) return Status::Err(EPERM);
   Timespec now = Now();
-  return RunCharged([&](kv::Txn& tx, StatDeltas* deltas) {
-    Attr sp, dp_storage;
+  Attr sp, dp_storage;
+  Ino replaced = 0;
+  bool changed = false;
+  RETURN_IF_ERROR(RunCharged([&](kv::Txn& tx, StatDeltas* deltas) {
     Attr& dp = pdst == psrc ? sp : dp_storage;  // one record when both parents are the same
+    changed = false;
     RETURN_IF_ERROR(WritableDirTx(tx, ctx, psrc, &sp));
     if (pdst != psrc) RETURN_IF_ERROR(WritableDirTx(tx, ctx, pdst, &dp));
     Ino sino = 0, dino = 0;
@@ -921,20 +932,26 @@ Status KvMeta::Rename(const Context& ctx, Ino psrc, const std::string& nsrc, Ino
     if (pdst != psrc) RETURN_IF_ERROR(PutAttrTx(tx, pdst, dp));
     *out_ino = sino;
     *out_attr = sattr;
+    replaced = dexists ? dino : 0;
+    changed = true;
     return Status::OK();
-  });
+  }));
+  if (!changed) ReportEffects(ctx, {});
+  else if (pdst == psrc) ReportEffects(ctx, {{psrc, sp}}, {*out_ino, replaced});
+  else ReportEffects(ctx, {{psrc, sp}, {pdst, dp_storage}}, {*out_ino, replaced});
+  return Status::OK();
 }
 
 Status KvMeta::Link(const Context& ctx, Ino ino, Ino parent, const std::string& name, Attr* out) {
   if (IsDotName(name)) return Status::Err(EEXIST);
   RETURN_IF_ERROR(ValidName(name));
   Timespec now = Now();
-  return RunCharged([&](kv::Txn& tx, StatDeltas* deltas) {
+  Attr pattr;
+  RETURN_IF_ERROR(RunCharged([&](kv::Txn& tx, StatDeltas* deltas) {
     Attr attr;
     RETURN_IF_ERROR(GetAttrTx(tx, ino, &attr));
     if (attr.IsDir()) return Status::Err(EPERM);
     if (attr.nlink == 0) return Status::Err(ENOENT);
-    Attr pattr;
     RETURN_IF_ERROR(FreeNameTx(tx, ctx, parent, name, &pattr));
     RETURN_IF_ERROR(tx.Put(EntryKey(parent, name), EncodeEntry(ino, attr.mode & S_IFMT)));
     RETURN_IF_ERROR(AddParentTx(tx, ino, attr, parent));
@@ -946,7 +963,9 @@ Status KvMeta::Link(const Context& ctx, Ino ino, Ino parent, const std::string& 
     RETURN_IF_ERROR(PutAttrTx(tx, ino, attr));
     *out = attr;
     return Status::OK();
-  });
+  }));
+  ReportEffects(ctx, {{parent, pattr}});
+  return Status::OK();
 }
 
 Status KvMeta::ReadLink(const Context& ctx, Ino ino, std::string* target) {

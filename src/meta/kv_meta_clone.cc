@@ -30,8 +30,8 @@ Status KvMeta::Clone(const Context& ctx, Ino src, Ino parent, const std::string&
                      bool preserve, Ino* ino, Attr* attr, uint64_t* entries) {
   RETURN_IF_ERROR(CheckCloneArgs(ctx, src, parent, name, preserve));
   const Timespec now = Now();
-  return RunCharged([&](kv::Txn& tx, StatDeltas* deltas) {
-    Attr pattr;
+  Attr pattr;
+  RETURN_IF_ERROR(RunCharged([&](kv::Txn& tx, StatDeltas* deltas) {
     RETURN_IF_ERROR(FreeNameTx(tx, ctx, parent, name, &pattr));
     std::vector<CloneItem> items(1);
     items[0].src = src;
@@ -140,7 +140,9 @@ Status KvMeta::Clone(const Context& ctx, Ino src, Ino parent, const std::string&
     RETURN_IF_ERROR(GetAttrTx(tx, first, attr));
     if (entries) *entries = items.size();
     return Status::OK();
-  });
+  }));
+  ReportEffects(ctx, {{parent, pattr}});
+  return Status::OK();
 }
 
 }  // namespace tessera::meta

@@ -78,6 +78,18 @@ struct Context {
   std::vector<uint32_t> gids;
   // Removals bypass the trash (emptying the trash itself).
   bool no_trash = false;
+  // What a namespace change did to directories, for the client's cache of
+  // their attributes (vfs/dir_attr_cache.h). When set, Mknod, Link, Unlink,
+  // Rmdir, Rename and Clone fill it once their change committed: the
+  // attributes they gave the parent directories, and the other inodes whose
+  // attributes they changed or removed (the removed directory, the moved and
+  // the replaced inode). Directories in the trash may change unreported.
+  struct Effects {
+    std::vector<std::pair<Ino, Attr>> parents;
+    std::vector<Ino> others;
+    bool reported = false;  // false: unknown (the cache drops everything)
+  };
+  mutable Effects* effects = nullptr;
   bool IsRoot() const { return uid == 0; }
   bool InGroup(uint32_t g) const;
   static Context Root() { return Context{}; }

@@ -35,6 +35,15 @@ inline uint64_t Align4K(uint64_t n) { return (n + 4095) & ~uint64_t(4095); }
 std::vector<size_t> DeleteSlices(const SliceDeleter& deleter, const std::vector<std::pair<uint64_t, uint32_t>>& slices,
                                  size_t parallel, Status* failed);
 
+// A committed namespace change's report to ctx.effects (Context::Effects),
+// when the caller asked for one.
+inline void ReportEffects(const Context& ctx, std::vector<std::pair<Ino, Attr>> parents, std::vector<Ino> others = {}) {
+  if (ctx.effects == nullptr) return;
+  ctx.effects->parents = std::move(parents);
+  ctx.effects->others = std::move(others);
+  ctx.effects->reported = true;
+}
+
 // Coherent caches: decodes change payloads (EncodeChanges) and passes those
 // of other clients than `self` to fn; an undecodable payload or an
 // "everything" record ("*") makes it a lost call.

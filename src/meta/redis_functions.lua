@@ -519,7 +519,7 @@ local function mknod(args)
   put_attr(parent, p)
   incr('totalInodes', 1)
   stat_add(parent, 0, 0, 1)
-  return { 0, raw }
+  return { 0, raw, encode_attr(p) }
 end
 
 -- The writable parent, the entry `name` in it and the entry's inode, checked
@@ -543,13 +543,14 @@ local function unlink(args)
   charge_entry(parent, a, -1)
   a.nlink = a.nlink - 1
   set_ctime(a, now)
+  local praw = encode_attr(p)
   if a.nlink > 0 then
     drop_parent(ino, a, parent)
     put_attr(ino, a)
-    return { 0, 0 }
+    return { 0, 0, praw }
   end
-  if trash_inode(args[9], now, parent, name, ino, a) then return { 0, 0 } end
-  return { 0, release_inode(sid, ino, a) }
+  if trash_inode(args[9], now, parent, name, ino, a) then return { 0, 0, praw } end
+  return { 0, release_inode(sid, ino, a), praw }
 end
 
 local function rmdir(args)
@@ -564,8 +565,9 @@ local function rmdir(args)
   stat_add(parent, 0, 0, -1)
   a.nlink = 0
   set_ctime(a, now)
-  if trash_inode(args[9], now, parent, name, ino, a) then return { 0, 0 } end
-  return { 0, release_inode(sid, ino, a) }
+  local praw = encode_attr(p)
+  if trash_inode(args[9], now, parent, name, ino, a) then return { 0, 0, praw, ino } end
+  return { 0, release_inode(sid, ino, a), praw, ino }
 end
 
 -- Would moving directory `moved` below `new_parent` make it its own descendant?
@@ -667,7 +669,7 @@ local function rename(args)
   set_mtime(dp, now)
   put_attr(psrc, sp)
   if pdst ~= psrc then put_attr(pdst, dp) end
-  return { 0, sino, encode_attr(sattr), released }
+  return { 0, sino, encode_attr(sattr), released, encode_attr(sp), pdst ~= psrc and encode_attr(dp) or '', dino or 0 }
 end
 
 local function link(args)
@@ -686,7 +688,7 @@ local function link(args)
   set_ctime(a, now)
   local raw = encode_attr(a)
   set_attr_raw(ino, raw)
-  return { 0, raw }
+  return { 0, raw, encode_attr(p) }
 end
 
 -- One page of a directory: up to `limit` names after `after` in byte order.
@@ -1290,7 +1292,7 @@ local function clone(args)
   put_attr(parent, p)
   incr('totalInodes', #items)
   incr('usedSpace', space)
-  return { 0, first, redis.call('GET', key('i', first)), #items }
+  return { 0, first, redis.call('GET', key('i', first)), #items, encode_attr(p) }
 end
 
 -- Quotas (meta.h, docs/format.md "Quotas"): hash 'Q<kind>_<id>' with

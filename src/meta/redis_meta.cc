@@ -143,6 +143,25 @@ Result<uint64_t> RedisMeta::NewSliceId() { return slice_ids_.Next(); }
 
 void RedisMeta::AddRef(Ino ino) { refs_.Add(ino); }
 
+void RedisMeta::ReportReply(const Context& ctx, const redis::Reply& r, size_t at, std::initializer_list<Ino> parents,
+                            size_t other_at, Ino other) {
+  if (ctx.effects == nullptr || r.size() < at + parents.size() || (other_at != 0 && r.size() <= other_at))
+    return;  // a library loaded by an older client reports nothing: unknown
+  std::vector<std::pair<Ino, Attr>> out;
+  size_t i = at;
+  for (Ino p : parents) {
+    const std::string_view raw = r.at(i++).str();
+    if (raw.empty() || (!out.empty() && out.back().first == p)) continue;  // the same parent twice
+    Attr a;
+    if (!DecodeAttr(raw, &a).ok()) return;
+    out.emplace_back(p, a);
+  }
+  std::vector<Ino> others;
+  if (other != 0) others.push_back(other);
+  if (other_at != 0 && r.at(other_at).integer() != 0) others.push_back(Ino(r.at(other_at).integer()));
+  ReportEffects(ctx, std::move(out), std::move(others));
+}
+
 Status RedisMeta::Released(int64_t ino) {
   if (ino == 0 || refs_.Sustain(Ino(ino))) return Status::OK();
   return ReleaseNow(Ino(ino));
@@ -380,7 +399,9 @@ Status RedisMeta::Mknod(const Context& ctx, Ino parent, const std::string& name,
       limits_.Inodes());
   ASSIGN_OR_RETURN(auto r, Fcall(kOpMknod, "mknod", a.views()));
   *ino = new_ino;
-  return DecodeAttr(r.at(1).str(), attr);
+  RETURN_IF_ERROR(DecodeAttr(r.at(1).str(), attr));
+  ReportReply(ctx, r, 2, {parent});
+  return Status::OK();
 }
 
 Status RedisMeta::Clone(const Context& ctx, Ino src, Ino parent, const std::string& name, uint32_t cumask,
@@ -392,7 +413,9 @@ Status RedisMeta::Clone(const Context& ctx, Ino src, Ino parent, const std::stri
   ASSIGN_OR_RETURN(auto r, Fcall(kOpMknod, "clone", a.views()));
   *ino = Ino(r.at(1).integer());
   if (entries) *entries = uint64_t(r.at(3).integer());
-  return DecodeAttr(r.at(2).str(), attr);
+  RETURN_IF_ERROR(DecodeAttr(r.at(2).str(), attr));
+  ReportReply(ctx, r, 4, {parent});
+  return Status::OK();
 }
 
 std::string RedisMeta::TrashArg(const Context& ctx, const Timespec& now) const {
@@ -410,6 +433,7 @@ Status RedisMeta::Unlink(const Context& ctx, Ino parent, const std::string& name
   const Timespec now = Now();
   ASSIGN_OR_RETURN(auto r, Fcall(kOpUnlink, "unlink",
                                  Args().Ctx(ctx).Time(now).Num(sid_.load()).Num(parent).Str(name).Own(TrashArg(ctx, now)).views()));
+  ReportReply(ctx, r, 2, {parent});
   return Released(r.at(1).integer());
 }
 
@@ -421,6 +445,7 @@ Status RedisMeta::Rmdir(const Context& ctx, Ino parent, const std::string& name)
   const Timespec now = Now();
   ASSIGN_OR_RETURN(auto r, Fcall(kOpRmdir, "rmdir",
                                  Args().Ctx(ctx).Time(now).Num(sid_.load()).Num(parent).Str(name).Own(TrashArg(ctx, now)).views()));
+  ReportReply(ctx, r, 2, {parent}, 3);
   return Released(r.at(1).integer());
 }
 
@@ -434,6 +459,8 @@ Status RedisMeta::Rename(const Context& ctx, Ino psrc, const std::string& nsrc, 
   ASSIGN_OR_RETURN(auto r, Fcall(kOpRename, "rename", a.views()));
   *ino = Ino(r.at(1).integer());
   RETURN_IF_ERROR(DecodeAttr(r.at(2).str(), attr));
+  if (r.size() == 4) ReportEffects(ctx, {}, {*ino});  // the same file under both names: nothing changed
+  else ReportReply(ctx, r, 4, {psrc, pdst}, 6, *ino);
   return Released(r.at(3).integer());
 }
 
@@ -441,7 +468,9 @@ Status RedisMeta::Link(const Context& ctx, Ino ino, Ino parent, const std::strin
   if (IsDotName(name)) return Status::Err(EEXIST);
   RETURN_IF_ERROR(ValidName(name));
   ASSIGN_OR_RETURN(auto r, Fcall(kOpLink, "link", Args().Ctx(ctx).Time(Now()).Num(ino).Num(parent).Str(name).views()));
-  return DecodeAttr(r.at(1).str(), attr);
+  RETURN_IF_ERROR(DecodeAttr(r.at(1).str(), attr));
+  ReportReply(ctx, r, 2, {parent});
+  return Status::OK();
 }
 
 Status RedisMeta::ReadLink(const Context&, Ino ino, std::string* target) {

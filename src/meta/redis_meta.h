@@ -7,6 +7,7 @@
 #pragma once
 
 #include <array>
+#include <initializer_list>
 #include <atomic>
 #include <memory>
 #include <mutex>
@@ -118,6 +119,12 @@ class RedisMeta final : public Meta {
   // After an operation took an inode's last name: keep it while this client
   // references it, else release it now.
   Status Released(int64_t ino);
+  // Reports a namespace function's reply to ctx.effects (meta.h): the
+  // parents' attribute records from element `at` on (one per parent; ""
+  // for none), and the inodes `other` and, when other_at != 0, the one at
+  // element other_at (0: none).
+  void ReportReply(const Context& ctx, const redis::Reply& r, size_t at, std::initializer_list<Ino> parents,
+                   size_t other_at = 0, Ino other = 0);
   Status ReleaseNow(Ino ino);
   Result<int64_t> Incr(const char* counter, int64_t delta);
   // The trash hour directory's name for a removal at `now`, "" when the

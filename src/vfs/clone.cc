@@ -18,7 +18,9 @@ Status Vfs::Clone(const Context& ctx, Ino src, Ino parent, const std::string& na
     c = {parent, ctx.uid, ctx.gid, u.space, u.inodes, preserve ? unsigned(QuotaTracker::kDirs) : QuotaTracker::kBoth};
     RETURN_IF_ERROR(quotas_.Reserve(c));
   }
-  Status st = meta_->Clone(ctx, src, parent, name, umask, preserve, ino, attr, entries);
+  DirCache::Names names = DirCache::Names::Added(parent, name);
+  Status st = DirChange(ctx, parent, 0, &names,
+                        [&] { return meta_->Clone(ctx, src, parent, name, umask, preserve, ino, attr, entries); });
   if (!st.ok()) {
     quotas_.Charge(QuotaTracker::Negated(c));
     return st;

@@ -345,13 +345,24 @@ Status Vfs::MergePending(const Context& ctx, uint64_t epoch, Ino ino, Attr* attr
 
 // ---------------------------------------------------------------- namespace
 
+void Vfs::OthersChanged(const std::vector<meta::Change>& changes, bool lost) {
+  // After a loss, as long as the kernel's replies stay brief (fuse/coherence.cc).
+  if (lost) dirs_.Lost(std::max(2000, meta_->WatchGraceMs()));
+  else dirs_.Changed(changes);
+}
+
 Status Vfs::Lookup(const Context& ctx, Ino parent, const std::string& name, Ino* ino, Attr* attr) {
+  // A name missing from a directory all of whose names this client knows;
+  // a caller without search permission gets the engine's EACCES instead.
+  if (Attr dir; dirs_.Absent(parent, name, &dir) && meta::CheckPermission(ctx, dir, X_OK).ok())
+    return Status::Err(ENOENT);
   const uint64_t epoch = data_->CommitEpoch();
   RETURN_IF_ERROR(meta_->Lookup(ctx, parent, name, ino, attr));
   return MergePending(ctx, epoch, *ino, attr);
 }
 
 Status Vfs::GetAttr(const Context& ctx, Ino ino, Attr* attr) {
+  if (dirs_.Get(ino, attr)) return Status::OK();  // as this client's last change of it left it
   const uint64_t epoch = data_->CommitEpoch();
   RETURN_IF_ERROR(Stale(meta_->GetAttr(ctx, ino, attr)));
   return MergePending(ctx, epoch, ino, attr);
@@ -391,10 +402,10 @@ Status Vfs::SetAttr(const Context& ctx, Ino ino, Handle* fh, uint32_t mask, cons
     if (fh) st = CheckSession(fh);
     if (st.ok()) {
       if (auto f = FindFile(ino)) st = Fenced(f->Truncate(ctx, size, fh == nullptr, out));
-      else st = meta_->Truncate(ctx, ino, size, fh == nullptr, out);
+      else st = AttrChange(ino, [&] { return meta_->Truncate(ctx, ino, size, fh == nullptr, out); });
     }
   }
-  if (st.ok() && (mask != 0 || !has_size)) st = meta_->SetAttr(ctx, ino, mask, in, out);
+  if (st.ok() && (mask != 0 || !has_size)) st = AttrChange(ino, [&] { return meta_->SetAttr(ctx, ino, mask, in, out); });
   if (!st.ok()) {
     quotas_.Charge(QuotaTracker::Negated(grow));
     quotas_.Charge(QuotaTracker::Negated(move_to));
@@ -433,7 +444,9 @@ Status Vfs::Rename(const Context& ctx, Ino parent, const std::string& name, Ino 
   if (quotas_.Active()) return RenameWithQuotas(ctx, parent, name, new_parent, new_name, flags);
   Ino ino = 0;
   Attr attr;
-  return meta_->Rename(ctx, parent, name, new_parent, new_name, flags, &ino, &attr);
+  DirCache::Names names = RenamedNames(parent, name, new_parent, new_name, flags);
+  return DirChange(ctx, parent, new_parent, &names,
+                   [&] { return meta_->Rename(ctx, parent, name, new_parent, new_name, flags, &ino, &attr); });
 }
 
 Status Vfs::Link(const Context& ctx, Ino ino, Ino new_parent, const std::string& new_name, Attr* attr) {
@@ -445,7 +458,9 @@ Status Vfs::Link(const Context& ctx, Ino ino, Ino new_parent, const std::string&
     c = {new_parent, a.uid, a.gid, a.IsFile() ? Space(a.length) : 0, 1, QuotaTracker::kDirs};
     RETURN_IF_ERROR(quotas_.Reserve(c));
   }
-  if (Status st = meta_->Link(ctx, ino, new_parent, new_name, attr); !st.ok()) {
+  DirCache::Names names = DirCache::Names::Added(new_parent, new_name);
+  if (Status st = DirChange(ctx, new_parent, 0, &names, [&] { return meta_->Link(ctx, ino, new_parent, new_name, attr); });
+      !st.ok()) {
     quotas_.Charge(QuotaTracker::Negated(c));
     return st;
   }
@@ -726,13 +741,13 @@ Status Vfs::GetXattr(const Context& ctx, Ino ino, const std::string& name, std::
 Status Vfs::SetXattr(const Context& ctx, Ino ino, const std::string& name, const std::string& value, int flags) {
   if (!config_.enable_cap && name == kCapabilityXattr)
     return Status::Err(EOPNOTSUPP, "security.capability needs mount option --enable-cap");
-  return meta_->SetXattr(ctx, ino, name, value, flags);
+  return AttrChange(ino, [&] { return meta_->SetXattr(ctx, ino, name, value, flags); });
 }
 Status Vfs::ListXattr(const Context& ctx, Ino ino, std::vector<std::string>* names) {
   return meta_->ListXattr(ctx, ino, names);
 }
 Status Vfs::RemoveXattr(const Context& ctx, Ino ino, const std::string& name) {
-  return meta_->RemoveXattr(ctx, ino, name);
+  return AttrChange(ino, [&] { return meta_->RemoveXattr(ctx, ino, name); });
 }
 
 // ---------------------------------------------------------------- locks

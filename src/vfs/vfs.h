@@ -21,6 +21,7 @@
 #include "chunk/chunk_store.h"
 #include "common/metrics.h"
 #include "meta/meta.h"
+#include "vfs/dir_cache.h"
 #include "vfs/file_data.h"
 #include "vfs/quota.h"
 
@@ -122,6 +123,12 @@ class Vfs {
   // for removals the kernel did not ask for (RemoveTree). nullptr: none.
   using EntryInvalidator = std::function<void(Ino parent, const std::string& name, Ino child)>;
   void SetEntryInvalidator(EntryInvalidator fn);
+  // Coherent caches (fuse/coherence.h): watching other clients' changes
+  // works (after the engine's grace, Meta::WatchGraceMs), so the attributes
+  // and names of directories this client changes may be kept (DirCache);
+  // what other clients changed, or that changes were missed.
+  void WatchStarted(int grace_ms) { dirs_.Enable(grace_ms); }
+  void OthersChanged(const std::vector<meta::Change>& changes, bool lost);
 
   // `tessera rmr` (remove_tree.cc): removes parent/name and everything below
   // it as ctx, checked entry by entry as rm -rf's unlinks and rmdirs would
@@ -271,6 +278,41 @@ class Vfs {
   chunk::ChunkStore* const store_;
   const Config config_;
   QuotaTracker quotas_{meta_};
+  DirCache dirs_;
+  // Runs fn, a namespace change of directories a and b through the engine,
+  // keeping dirs_ with what it reports (meta::Context::Effects) and what it
+  // did to names (filled by fn).
+  template <typename Fn>
+  Status DirChange(const Context& ctx, Ino a, Ino b, DirCache::Names* names, Fn&& fn) {
+    if (!dirs_.enabled()) return fn();
+    meta::Context::Effects effects;
+    meta::Context::Effects* const outer = ctx.effects;
+    ctx.effects = &effects;
+    const DirCache::Ticket t = dirs_.Begin(a, b);
+    Status st = fn();
+    ctx.effects = outer;
+    dirs_.End(t, st.ok() ? &effects : nullptr, *names);
+    return st;
+  }
+  // What a rename does to names (an exchange: nothing).
+  static DirCache::Names RenamedNames(Ino parent, const std::string& name, Ino new_parent, const std::string& new_name,
+                                      uint32_t flags) {
+    if (flags & meta::kRenameExchange) return DirCache::Names();
+    DirCache::Names n = DirCache::Names::Removed(parent, name);
+    n.added_to = new_parent;
+    n.added = new_name;
+    return n;
+  }
+  // Runs fn, a change of inode ino's attributes the engine does not report
+  // (setattr, xattrs): forgets ino in dirs_.
+  template <typename Fn>
+  Status AttrChange(Ino ino, Fn&& fn) {
+    if (!dirs_.enabled()) return fn();
+    const DirCache::Ticket t = dirs_.Begin(ino);
+    Status st = fn();
+    dirs_.End(t, nullptr);
+    return st;
+  }
   // Space a file's length takes in quotas' usage.
   static int64_t Space(uint64_t length) { return int64_t((length + 4095) & ~uint64_t(4095)); }
   // Reserves the growth of fh's file from its length to `end` (writes,

@@ -85,7 +85,15 @@ Status Vfs::MknodCharged(const Context& ctx, Ino parent, const std::string& name
                          uint32_t rdev, const std::string& target, Ino* ino, Attr* attr) {
   const QuotaTracker::Change c{parent, ctx.uid, ctx.gid, 0, 1, QuotaTracker::kBoth};
   RETURN_IF_ERROR(quotas_.Reserve(c));
-  Status st = meta_->Mknod(ctx, parent, name, mode, umask, rdev, target, ino, attr);
+  DirCache::Names names = DirCache::Names::Added(parent, name);
+  Status st = DirChange(ctx, parent, 0, &names, [&] {
+    RETURN_IF_ERROR(meta_->Mknod(ctx, parent, name, mode, umask, rdev, target, ino, attr));
+    if ((mode & S_IFMT) == S_IFDIR) {
+      names.made_dir = *ino;
+      names.made_attr = *attr;
+    }
+    return Status::OK();
+  });
   if (!st.ok()) {
     quotas_.Charge(QuotaTracker::Negated(c));
     return st;
@@ -98,9 +106,14 @@ Status Vfs::MknodCharged(const Context& ctx, Ino parent, const std::string& name
 }
 
 Status Vfs::RemoveCharged(const Context& ctx, Ino parent, const std::string& name, bool dir) {
-  if (!quotas_.Active()) return dir ? meta_->Rmdir(ctx, parent, name) : meta_->Unlink(ctx, parent, name);
+  auto remove = [&] {
+    DirCache::Names names = DirCache::Names::Removed(parent, name);
+    return DirChange(ctx, parent, 0, &names,
+                     [&] { return dir ? meta_->Rmdir(ctx, parent, name) : meta_->Unlink(ctx, parent, name); });
+  };
+  if (!quotas_.Active()) return remove();
   if (dir && !quotas_.HasOwnerQuotas()) {  // an empty directory: one inode, no lookup needed
-    RETURN_IF_ERROR(meta_->Rmdir(ctx, parent, name));
+    RETURN_IF_ERROR(remove());
     quotas_.Charge({parent, 0, 0, 0, -1, QuotaTracker::kDirs});
     return Status::OK();
   }
@@ -108,7 +121,7 @@ Status Vfs::RemoveCharged(const Context& ctx, Ino parent, const std::string& nam
   Attr attr;
   meta::QuotaUsage u;
   const bool known = meta_->Lookup(ctx, parent, name, &ino, &attr).ok() && TreeUsageOf(ino, attr, &u).ok();
-  RETURN_IF_ERROR(dir ? meta_->Rmdir(ctx, parent, name) : meta_->Unlink(ctx, parent, name));
+  RETURN_IF_ERROR(remove());
   if (!known) return Status::OK();  // raced with another change: quota check --repair
   quotas_.Charge({parent, attr.uid, attr.gid, -u.space, -1, QuotaTracker::kDirs});
   if (dir || attr.nlink <= 1) {  // the inode goes (or into the trash, which no quota covers)
@@ -144,7 +157,9 @@ Status Vfs::RenameWithQuotas(const Context& ctx, Ino parent, const std::string& 
   }
   Ino moved = 0;
   Attr attr;
-  Status st = meta_->Rename(ctx, parent, name, new_parent, new_name, flags, &moved, &attr);
+  DirCache::Names names = RenamedNames(parent, name, new_parent, new_name, flags);
+  Status st = DirChange(ctx, parent, new_parent, &names,
+                        [&] { return meta_->Rename(ctx, parent, name, new_parent, new_name, flags, &moved, &attr); });
   if (!st.ok()) {
     quotas_.ChargeDirs(only_b, v.space - u.space, v.inodes - u.inodes);
     if (exchange) quotas_.ChargeDirs(only_a, u.space - v.space, u.inodes - v.inodes);

@@ -53,6 +53,24 @@ os.mkdir(a + "/co/sub")
 seen("mkdir", lambda: os.path.isdir(b + "/co/sub"))
 os.rmdir(a + "/co/sub")
 seen("rmdir", lambda: not os.path.exists(b + "/co/sub"))
+# Each mount answers the kernel's GETATTR of co after its own creates from
+# what they returned (vfs/dir_attr_cache.h): the other mount's changes of
+# co must still show.
+for i in range(3):
+    open(b + f"/co/own{i}", "w").close()
+    os.stat(b + "/co")
+    os.mkdir(a + f"/co/d{i}")  # co's link count grows
+    want = os.stat(a + "/co")
+    seen("parent attributes", lambda: (os.stat(b + "/co").st_nlink, os.stat(b + "/co").st_mtime_ns) ==
+         (want.st_nlink, want.st_mtime_ns))
+# Mount 2 knows every name of a directory it made, and answers lookups of
+# missing names there itself: a create through mount 1 must still show.
+for i in range(3):
+    os.mkdir(b + f"/co/made{i}")
+    open(b + f"/co/made{i}/own", "w").close()
+    if os.path.exists(b + f"/co/made{i}/new"): sys.exit("a name never created exists")
+    open(a + f"/co/made{i}/new", "w").close()
+    seen("create in a directory the other mount made", lambda: os.path.exists(b + f"/co/made{i}/new"))
 print("coherent: worst %.3f s (%s); all: %s" % (max(worst)[0], max(worst)[1],
       " ".join("%s=%.3f" % (w, t) for t, w in worst)))
 PY
@@ -64,6 +82,13 @@ sleep 0.5  # the creates are reported: the tree is unchanged from here on
 # On PostgreSQL a new watcher answers with short timeouts for its first 5 s
 # (the other clients look for watchers once a second; docs/consistency.md).
 while [ $(( ($(date +%s%N) - mounted2) / 1000000 )) -lt 5500 ]; do sleep 0.2; done
+mkdir "$MNT2/co/late"
+for i in 1 2 3; do touch "$MNT2/co/late/f$i"; stat "$MNT2/co/late" >/dev/null; done
+hits=$(grep -E '^tessera_dir_attr_cache_hits_total' "$MNT2/.stats" | awk '{print $2}')
+absent=$(grep -E '^tessera_dir_absent_hits_total' "$MNT2/.stats" | awk '{print $2}')
+[ "${hits:-0}" -gt 0 ] || fail "mount 2 answered no directory GETATTR from its own changes"
+[ "${absent:-0}" -gt 0 ] || fail "mount 2 answered no lookup of a missing name in a directory it made"
+log "coherent: mount 2 answered $hits directory GETATTRs and $absent lookups of missing names itself"
 ls -l "$MNT2/co/tree" >/dev/null
 stat "$MNT2" "$MNT2/co" >/dev/null  # the path to it, whose attributes the creates changed
 sleep 2
