@@ -6,18 +6,20 @@
 # /var/tmp). The pause before the stat and read phases (--settle, default
 # 1.5 s, as bench/run_all.sh) lets 1 s kernel caches expire.
 # usage: bench/md_ab.sh A_TESSERA B_TESSERA [--a-opts "..."] [--b-opts "..."] [--rounds 3] [--settle 1.5]
+#        [--procs 1] (processes, each in its own tree: mdbench -P)
 # Prints a markdown table of the medians per phase and B/A.
 set -euo pipefail
 BENCH=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-[ $# -ge 2 ] || { sed -n 2,9p "$0"; exit 2; }
+[ $# -ge 2 ] || { sed -n 2,10p "$0"; exit 2; }
 A=$(realpath "$1"); B=$(realpath "$2"); shift 2
-A_OPTS="" B_OPTS="" ROUNDS=3 SETTLE=1.5
+A_OPTS="" B_OPTS="" ROUNDS=3 SETTLE=1.5 PROCS=1
 while [ $# -gt 0 ]; do
   case $1 in
     --a-opts) A_OPTS=$2; shift 2 ;;
     --b-opts) B_OPTS=$2; shift 2 ;;
     --rounds) ROUNDS=$2; shift 2 ;;
     --settle) SETTLE=$2; shift 2 ;;
+    --procs) PROCS=$2; shift 2 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -34,7 +36,7 @@ one() {  # tag binary opts
   "$2" format "sqlite3://$WORK/vol/meta.db" mdab --bucket "$WORK/vol/bucket" >/dev/null 2>&1
   # shellcheck disable=SC2086
   "$2" mount "sqlite3://$WORK/vol/meta.db" "$WORK/mnt" -d --log "$WORK/vol/log" $3 >/dev/null 2>&1
-  "$WORK/mdbench" -d "$WORK/mnt/md" -b 6 -z 4 -I 8 -S "$SETTLE" -t "$1" >>"$WORK/results"
+  "$WORK/mdbench" -d "$WORK/mnt/md" -b 6 -z 4 -I 8 -P "$PROCS" -S "$SETTLE" -t "$1" >>"$WORK/results"
   "$2" umount "$WORK/mnt" >/dev/null
 }
 for _ in $(seq 1 "$ROUNDS"); do

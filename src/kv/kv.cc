@@ -1,6 +1,8 @@
 #include "kv/kv.h"
 
 #include <cassert>
+#include <cstdlib>
+#include <string_view>
 
 #include "common/url.h"
 #include "common/log.h"
@@ -105,7 +107,11 @@ Result<std::unique_ptr<Engine>> Open(const std::string& url) {
           "kv: metadata URL '" + url +
               "' names a special SQLite database: expected a file path (use memory:// for an in-memory engine)");
     }
-    return OpenSqlite(rest);
+    SqliteOptions options;
+    // For side-by-side benchmarks of group commit (bench/group_commit.sh).
+    if (const char* g = std::getenv("TESSERA_SQLITE_GROUP_COMMIT"); g != nullptr && std::string_view(g) == "0")
+      options.group_commit = false;
+    return OpenSqlite(rest, options);
   }
   return Status::Err(EINVAL,
                      "kv: unknown scheme '" + scheme + "' in metadata URL '" + RedactUrl(url) + "': " + expected);

@@ -211,6 +211,8 @@ class PgConn {
     return Exec(sql::kRollback, 0, nullptr, nullptr, "rollback").status();
   }
 
+  static constexpr bool kSavepoints = false;  // no group commit (sql_kv.h)
+
   bool Reusable() const {
     return !broken_ && !begin_ && PQstatus(pg_) == CONNECTION_OK && PQtransactionStatus(pg_) == PQTRANS_IDLE;
   }

@@ -28,6 +28,9 @@
 //   Status ScanBatch(from, end, limit, Rows*); Status DeleteAll();
 //   Status Notify(payload);           // Txn::Notify
 //   static Result<std::unique_ptr<Listener>> Listen(const Config&, Engine::NotifyFn);
+//   static constexpr bool kSavepoints;  // true: also the following, for group commit
+//   Status Savepoint(); Status RollbackToSavepoint(); Status ReleaseSavepoint();
+//   bool InTransaction() const;
 // where every failing call records its Failure (so that a retry happens even
 // when fn swallows the error).
 #pragma once
@@ -262,7 +265,19 @@ struct PoolOptions {
   // Retry a write transaction that lost a race with no other write
   // transaction of this engine running (ConflictGate).
   bool serialize_retries = false;
+  // Group commit (with serialize_writers, on a driver with savepoints): the
+  // write transactions of callers that queue while one commits share the
+  // next database transaction, each in a savepoint of its own (one that
+  // fails rolls back alone), ended by one COMMIT. Every caller still returns
+  // only after that COMMIT, with its own outcome.
+  bool group_commit = false;
 };
+
+inline constexpr const char* kGroupsMetric = "tessera_meta_tx_groups_total";
+inline constexpr const char* kGroupsHelp =
+    "Database transactions that carried the write transactions of several callers (group commit)";
+inline constexpr const char* kGroupedMetric = "tessera_meta_tx_grouped_total";
+inline constexpr const char* kGroupedHelp = "Write transactions committed in a group with others (group commit)";
 
 // A kv::Engine over a pool of driver connections. Thread-safe. Lock order:
 // writer_mu_, then a pool connection (mu_), then gate_. fn must not call Run
@@ -282,16 +297,18 @@ class SqlEngine final : public Engine {
         config_(std::move(config)),
         description_(std::move(description)),
         options_(options),
-        retries_(metrics::NewCounter(kRetriesMetric, kRetriesHelp, {{"engine", std::string(dialect.name)}})) {
+        retries_(metrics::NewCounter(kRetriesMetric, kRetriesHelp, {{"engine", std::string(dialect.name)}})),
+        groups_(metrics::NewCounter(kGroupsMetric, kGroupsHelp, {{"engine", std::string(dialect.name)}})),
+        grouped_(metrics::NewCounter(kGroupedMetric, kGroupedHelp, {{"engine", std::string(dialect.name)}})) {
     idle_.push_back(std::move(first));
     open_conns_ = 1;
   }
 
   Status Run(const TxnFn& fn, bool read_only) override {
-    return Transact(read_only, [&](Conn& conn) {
-      SqlTxn<Conn> txn(&conn, read_only);
-      return fn(txn);
-    });
+    if constexpr (Conn::kSavepoints) {
+      if (!read_only && options_.group_commit && options_.serialize_writers) return RunGrouped(fn);
+    }
+    return RunAlone(fn, read_only);
   }
 
   Status DropAll() override {
@@ -326,6 +343,85 @@ class SqlEngine final : public Engine {
     SqlEngine* const engine_;
     std::unique_ptr<Conn> conn_;  // null: its pool slot is free
   };
+
+  Status RunAlone(const TxnFn& fn, bool read_only) {
+    return Transact(read_only, [&](Conn& conn) {
+      SqlTxn<Conn> txn(&conn, read_only);
+      return fn(txn);
+    });
+  }
+
+  // Group commit (PoolOptions::group_commit). Callers queue; whoever finds
+  // no group committing leads the next one: it takes the queue (up to
+  // kMaxGroup), runs every caller's fn in one transaction and wakes them.
+  static constexpr size_t kMaxGroup = 64;
+  struct Member {
+    const TxnFn* fn;
+    Status result;
+    bool done = false;
+  };
+
+  Status RunGrouped(const TxnFn& fn) {
+    Member me{&fn, Status::OK()};
+    std::unique_lock lock(group_mu_);
+    group_queue_.push_back(&me);
+    while (!me.done) {
+      if (group_leading_) {
+        group_done_.wait(lock);
+        continue;
+      }
+      group_leading_ = true;
+      const size_t n = std::min(group_queue_.size(), kMaxGroup);
+      std::vector<Member*> group(group_queue_.begin(), group_queue_.begin() + static_cast<std::ptrdiff_t>(n));
+      group_queue_.erase(group_queue_.begin(), group_queue_.begin() + static_cast<std::ptrdiff_t>(n));
+      lock.unlock();
+      CommitGroup(group);
+      lock.lock();
+      for (Member* m : group) m->done = true;
+      group_leading_ = false;
+      group_done_.notify_all();
+    }
+    return me.result;
+  }
+
+  // One transaction for the group, each fn in a savepoint. A member whose fn
+  // fails is rolled back to its savepoint and the others go on; a lost race
+  // runs the whole group again (Transact). If the group as a whole fails
+  // otherwise, each member runs alone, so that each gets its own outcome —
+  // except after a COMMIT of unknown outcome, which is every member's.
+  void CommitGroup(const std::vector<Member*>& group) {
+    if (group.size() == 1) {
+      group[0]->result = RunAlone(*group[0]->fn, false);
+      return;
+    }
+    Status st = Transact(false, [&](Conn& conn) -> Status {
+      for (Member* m : group) {
+        RETURN_IF_ERROR(conn.Savepoint());
+        SqlTxn<Conn> txn(&conn, false);
+        m->result = (*m->fn)(txn);
+        if (conn.failure() != Failure::kNone)  // the group runs again, or fails
+          return m->result.ok() ? Status::Err(EIO, description_ + ": a grouped transaction failed") : m->result;
+        if (!m->result.ok()) {
+          // Some errors (a full disk, an I/O error) end SQLite's
+          // transaction by themselves: then the group cannot go on.
+          if (!conn.InTransaction()) return Status::Err(EIO, description_ + ": a grouped transaction was rolled back");
+          RETURN_IF_ERROR(conn.RollbackToSavepoint());
+        }
+        RETURN_IF_ERROR(conn.ReleaseSavepoint());
+      }
+      return Status::OK();
+    });
+    if (st.ok()) {
+      groups_->Inc();
+      grouped_->Inc(group.size());
+      return;
+    }
+    if (st.outcome_unknown()) {
+      for (Member* m : group) m->result = st;
+      return;
+    }
+    for (Member* m : group) m->result = RunAlone(*m->fn, false);
+  }
 
   // Runs body(conn) between BEGIN and COMMIT, retrying the whole transaction
   // after a conflict (Failure::kRetry) or on a fresh connection after the old
@@ -430,10 +526,16 @@ class SqlEngine final : public Engine {
   const Config config_;
   const std::string description_;
   const PoolOptions options_;
-  metrics::Counter* const retries_;  // transactions run again (conflict, busy, reconnect)
+  metrics::Counter* const retries_;
+  metrics::Counter* const groups_;
+  metrics::Counter* const grouped_;  // transactions run again (conflict, busy, reconnect)
 
   // Held for the whole of each write transaction when serialize_writers.
   std::mutex writer_mu_;
+  std::mutex group_mu_;
+  std::condition_variable group_done_;
+  std::vector<Member*> group_queue_;  // guarded by group_mu_
+  bool group_leading_ = false;        // guarded by group_mu_
   // Passed by write transactions when serialize_retries.
   ConflictGate gate_;
 

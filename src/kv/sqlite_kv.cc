@@ -101,11 +101,16 @@ class SqliteConn {
       rc = sqlite3_prepare_v3(db, text.c_str(), -1, SQLITE_PREPARE_PERSISTENT, &conn->stmts_[i], nullptr);
       if (rc != SQLITE_OK) return conn->Error(rc, "prepare " + text);
     }
+    for (int i = 0; i < kSavepointStmts; ++i) {
+      rc = sqlite3_prepare_v3(db, kSavepointSql[i], -1, SQLITE_PREPARE_PERSISTENT, &conn->savepoint_stmts_[i], nullptr);
+      if (rc != SQLITE_OK) return conn->Error(rc, std::string("prepare ") + kSavepointSql[i]);
+    }
     return conn;
   }
 
   ~SqliteConn() {
     for (sqlite3_stmt* stmt : stmts_) sqlite3_finalize(stmt);
+    for (sqlite3_stmt* stmt : savepoint_stmts_) sqlite3_finalize(stmt);
     sqlite3_close_v2(db_);  // rolls back an open transaction
   }
   SqliteConn(const SqliteConn&) = delete;
@@ -124,6 +129,13 @@ class SqliteConn {
   // some errors).
   Status Rollback() { return InTxn() ? Exec(sql::kRollback, "rollback") : Status::OK(); }
   bool Reusable() const { return !InTxn(); }
+
+  // Group commit (sql_kv.h): each grouped caller's writes in a savepoint.
+  static constexpr bool kSavepoints = true;
+  Status Savepoint() { return Step(savepoint_stmts_[0], "savepoint"); }
+  Status RollbackToSavepoint() { return Step(savepoint_stmts_[1], "rollback to savepoint"); }
+  Status ReleaseSavepoint() { return Step(savepoint_stmts_[2], "release savepoint"); }
+  bool InTransaction() const { return InTxn(); }
 
   // Failure::kRetry if a call failed with SQLITE_BUSY/SQLITE_LOCKED since
   // ClearFailure(). Recorded here so that a retry happens even if fn
@@ -213,8 +225,8 @@ class SqliteConn {
 
   bool InTxn() const { return sqlite3_get_autocommit(db_) == 0; }
 
-  Status Exec(Stmt which, std::string_view what) {
-    sqlite3_stmt* stmt = stmts_[which];
+  Status Exec(Stmt which, std::string_view what) { return Step(stmts_[which], what); }
+  Status Step(sqlite3_stmt* stmt, std::string_view what) {
     ResetOnExit reset(stmt);
     const int rc = sqlite3_step(stmt);
     return rc == SQLITE_DONE ? Status::OK() : Error(rc, what);
@@ -312,6 +324,10 @@ class SqliteConn {
   uint64_t notified_ = 0;
   sqlite3* db_ = nullptr;
   sqlite3_stmt* stmts_[sql::kNumStmts] = {};
+  static constexpr int kSavepointStmts = 3;
+  static constexpr const char* kSavepointSql[kSavepointStmts] = {"SAVEPOINT g", "ROLLBACK TO SAVEPOINT g",
+                                                                  "RELEASE SAVEPOINT g"};
+  sqlite3_stmt* savepoint_stmts_[kSavepointStmts] = {};
   Failure failure_ = Failure::kNone;
 };
 
@@ -337,6 +353,7 @@ Result<std::unique_ptr<Engine>> OpenSqlite(const std::string& path, const Sqlite
   // handler, which polls with sleeps; only other processes make BEGIN
   // IMMEDIATE wait.
   pool.serialize_writers = true;
+  pool.group_commit = options.group_commit;
   return std::unique_ptr<Engine>(std::make_unique<sql::SqlEngine<SqliteConn>>(
       sql::kSqliteDialect, std::move(config), "sqlite3 '" + absolute.string() + "'", pool, std::move(first)));
 }

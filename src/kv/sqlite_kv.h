@@ -37,6 +37,9 @@ struct SqliteOptions {
   // The SQLite VFS to open the database with ("" = the default; tests use
   // a fault-injecting one, sqlite_fault_vfs.h).
   std::string vfs;
+  // Group commit: concurrent write transactions of this process share one
+  // SQLite transaction (each in a savepoint) and one commit (sql_kv.h).
+  bool group_commit = true;
 };
 
 // Opens the database file at path (absolute, or relative to the working
