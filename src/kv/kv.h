@@ -74,6 +74,9 @@ class Engine {
   virtual Status DropAll() = 0;
   // e.g. "sqlite3", "memory", "postgres" (never a URL or password)
   virtual std::string Name() const = 0;
+  // Whether each read in a transaction is a round trip to a server (worth
+  // caching across transactions where staleness is tolerable).
+  virtual bool RemoteReads() const { return false; }
   // Calls fn, on a thread of its own, with the payloads of transactions
   // committed after Listen returned (by any process), in commit order,
   // a few at a time. lost = true: payloads may have been missed (the

@@ -35,6 +35,7 @@ constexpr const char* kSharedSql[kNumStmts] = {
 // transactions are serial; a read-only one reads a WAL snapshot.
 const Dialect kSqliteDialect = {
     .name = "sqlite3",
+    .remote = false,
     .create_table = "CREATE TABLE IF NOT EXISTS kv (k BLOB PRIMARY KEY, v BLOB NOT NULL) WITHOUT ROWID",
     .placeholder = '?',
     .begin_read = "BEGIN",
@@ -48,6 +49,7 @@ const Dialect kSqliteDialect = {
 // transaction: see docs/format.md, "The postgres engine".
 const Dialect kPostgresDialect = {
     .name = "postgres",
+    .remote = true,
     .create_table = "CREATE TABLE IF NOT EXISTS kv (k BYTEA PRIMARY KEY, v BYTEA NOT NULL)",
     .placeholder = '$',
     .begin_read = "BEGIN ISOLATION LEVEL SERIALIZABLE, READ ONLY",

@@ -77,6 +77,8 @@ inline constexpr const char* kRetriesHelp =
 struct Dialect {
   // Engine::Name() and the first word of error messages.
   const char* name;
+  // Engine::RemoteReads(): the database is a server.
+  bool remote;
   // Creates the table if missing (binary key type, primary key).
   const char* create_table;
   // Parameters are written ?1, ?2... in the shared statements; a dialect
@@ -316,6 +318,7 @@ class SqlEngine final : public Engine {
   }
 
   std::string Name() const override { return dialect_.name; }
+  bool RemoteReads() const override { return dialect_.remote; }
 
   Result<std::unique_ptr<Listener>> Listen(NotifyFn fn) override { return Conn::Listen(config_, std::move(fn)); }
 

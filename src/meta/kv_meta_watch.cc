@@ -67,14 +67,26 @@ class RecordingTxn final : public kv::Txn {
     if (key.size() < 10 || key[0] != 'A') return;
     const Ino ino = kv::ReadU64BE(key.substr(1, 8));
     if (key[9] == 'I') {
-      if (inodes_.insert(ino).second) changes_.push_back(Change{0, {}, ino});
+      // Transactions write a few inodes, often twice: a scan beats a set
+      // (no allocation) until there are many.
+      if (changes_.size() < kScanLimit) {
+        for (const Change& c : changes_)
+          if (c.parent == 0 && c.ino == ino) return;
+      } else {
+        if (inodes_.empty())
+          for (const Change& c : changes_)
+            if (c.parent == 0) inodes_.insert(c.ino);
+        if (!inodes_.insert(ino).second) return;
+      }
+      changes_.push_back(Change{0, {}, ino});
     } else if (key[9] == 'D' && key.size() > 10) {
       changes_.push_back(Change{ino, std::string(key.substr(10)), 0});
     }
   }
 
+  static constexpr size_t kScanLimit = 16;
   kv::Txn& inner_;
-  std::unordered_set<Ino> inodes_;
+  std::unordered_set<Ino> inodes_;  // once changes_ holds kScanLimit
   std::vector<Change> changes_;
 };
 
@@ -113,6 +125,7 @@ class WatchedEngine final : public kv::Engine {
     return others;
   }
   std::string Name() const override { return inner_->Name(); }
+  bool RemoteReads() const override { return inner_->RemoteReads(); }
   Result<std::unique_ptr<kv::Listener>> Listen(NotifyFn fn) override { return inner_->Listen(std::move(fn)); }
 
  private:
@@ -124,7 +137,7 @@ class WatchedEngine final : public kv::Engine {
   const std::unique_ptr<kv::Engine> inner_;
   const std::string& origin_;
   const std::atomic<bool>& watching_;
-  const bool exact_ = inner_->Name() != "postgres";  // reads the counter in every transaction
+  const bool exact_ = !inner_->RemoteReads();  // reads the counter in every transaction
   std::atomic<int64_t> checked_ms_{INT64_MIN / 2};  // steady clock: when others_ was read
   std::atomic<bool> others_{false};
 };
@@ -177,7 +190,7 @@ Status KvMeta::WatchChanges(ChangeFn fn) {
   return Status::OK();
 }
 
-int KvMeta::WatchGraceMs() const { return engine_->Name() == "postgres" ? kWatchGraceMs : 0; }
+int KvMeta::WatchGraceMs() const { return engine_->RemoteReads() ? kWatchGraceMs : 0; }
 
 void KvMeta::StopWatching() {
   std::lock_guard lock(watch_mu_);
