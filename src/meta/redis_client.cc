@@ -233,45 +233,65 @@ Client::~Client() {
   for (Conn* c : idle_) Close(c);
 }
 
+Result<redisContext*> DialRaw(const Options& opts) {
+  redisContext* c = opts.socket.empty()
+                        ? redisConnectWithTimeout(opts.host.c_str(), opts.port, Millis(opts.connect_timeout_ms))
+                        : redisConnectUnixWithTimeout(opts.socket.c_str(), Millis(opts.connect_timeout_ms));
+  if (c == nullptr) return Status::Err(ENOMEM, "redis " + opts.display + ": cannot allocate a connection");
+  // Not reachable (yet): worth retrying, the server may be restarting.
+  if (c->err) {
+    const std::string why = c->errstr;
+    redisFree(c);
+    const int code = why.find("timed out") != std::string::npos  ? ETIMEDOUT
+                     : why.find("No route") != std::string::npos ? EHOSTUNREACH
+                     : why.find("unreachable") != std::string::npos ? ENETUNREACH
+                                                                     : ECONNREFUSED;
+    return Status::Err(code, "redis " + opts.display + ": cannot connect: " + why);
+  }
+  redisSetTimeout(c, Millis(opts.io_timeout_ms));
+  if (opts.password.empty()) return c;
+  std::vector<const char*> args = {"AUTH"};
+  std::vector<size_t> lens = {4};
+  if (!opts.user.empty()) {
+    args.push_back(opts.user.data());
+    lens.push_back(opts.user.size());
+  }
+  args.push_back(opts.password.data());
+  lens.push_back(opts.password.size());
+  auto* r = static_cast<redisReply*>(redisCommandArgv(c, int(args.size()), args.data(), lens.data()));
+  if (r == nullptr) {
+    const std::string why = c->err ? c->errstr : "no reply";
+    redisFree(c);
+    return Status::Err(ECONNRESET, "redis " + opts.display + ": authenticate: " + why);
+  }
+  const bool refused = r->type == REDIS_REPLY_ERROR;  // never quoted: it could repeat the password
+  freeReplyObject(r);
+  if (refused) {
+    redisFree(c);
+    return Status::Err(EACCES, "redis " + opts.display +
+                                   ": authentication failed: check the password (in the URL, or META_PASSWORD)");
+  }
+  return c;
+}
+
 Result<Client::Conn*> Client::Dial() {
-  redisContext* c = opts_.socket.empty()
-                        ? redisConnectWithTimeout(opts_.host.c_str(), opts_.port, Millis(opts_.connect_timeout_ms))
-                        : redisConnectUnixWithTimeout(opts_.socket.c_str(), Millis(opts_.connect_timeout_ms));
   auto failed = [&](Status st) {
-    if (c) redisFree(c);
     std::lock_guard<std::mutex> g(mu_);
     --open_;
     cv_.notify_one();
     return st;
   };
-  if (c == nullptr) return failed(Status::Err(ENOMEM, "redis " + opts_.display + ": cannot allocate a connection"));
-  // Not reachable (yet): worth retrying, the server may be restarting.
-  if (c->err) {
-    const std::string why = c->errstr;
-    const int code = why.find("timed out") != std::string::npos  ? ETIMEDOUT
-                     : why.find("No route") != std::string::npos ? EHOSTUNREACH
-                     : why.find("unreachable") != std::string::npos ? ENETUNREACH
-                                                                     : ECONNREFUSED;
-    return failed(Status::Err(code, "redis " + opts_.display + ": cannot connect: " + why));
-  }
-  redisSetTimeout(c, Millis(opts_.io_timeout_ms));
+  Result<redisContext*> dialed = DialRaw(opts_);
+  if (!dialed.ok()) return failed(dialed.status());
   auto conn = std::make_unique<Conn>();
-  conn->ctx = c;
-  auto setup = [&](const std::vector<std::string_view>& argv) -> Status {
-    auto r = Send(conn.get(), argv);
-    return r.ok() ? Status::OK() : r.status();
-  };
-  Status st;
-  if (!opts_.password.empty()) {
-    st = opts_.user.empty() ? setup({"AUTH", opts_.password}) : setup({"AUTH", opts_.user, opts_.password});
-    if (!st.ok() && !st.transient())
-      st = Status::Err(EACCES, "redis " + opts_.display +
-                                   ": authentication failed: check the password (in the URL, or META_PASSWORD)");
-  }
-  if (st.ok() && opts_.db != 0) st = setup({"SELECT", std::to_string(opts_.db)});
-  if (!st.ok()) {
-    conn->ctx = nullptr;
-    return failed(st);
+  conn->ctx = *dialed;
+  if (opts_.db != 0) {
+    auto r = Send(conn.get(), {"SELECT", std::to_string(opts_.db)});
+    if (!r.ok()) {
+      redisFree(conn->ctx);
+      conn->ctx = nullptr;
+      return failed(r.status());
+    }
   }
   std::lock_guard<std::mutex> g(mu_);
   conn->op_key = conn_prefix_ + std::to_string(next_conn_++);

@@ -84,6 +84,11 @@ class Reply {
   redisReply* r_ = nullptr;           // the node this view shows
 };
 
+// Connects to opts' server and authenticates, blocking (bounded by its
+// timeouts): the caller owns the context (redisFree). Transient codes when
+// the server is not reachable; EACCES when it refuses the password.
+Result<redisContext*> DialRaw(const Options& opts);
+
 class Client {
  public:
   // Connects once to check the server answers (and that AUTH/SELECT work).

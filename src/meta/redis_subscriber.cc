@@ -48,38 +48,18 @@ Subscriber::~Subscriber() {
 // Dials, authenticates and subscribes with blocking requests (bounded by the
 // I/O timeout), then leaves the connection to Loop.
 Result<redisContext*> Subscriber::Connect() {
-  redisContext* c = opts_.socket.empty()
-                        ? redisConnectWithTimeout(opts_.host.c_str(), opts_.port,
-                                                  timeval{opts_.connect_timeout_ms / 1000, (opts_.connect_timeout_ms % 1000) * 1000})
-                        : redisConnectUnixWithTimeout(opts_.socket.c_str(), timeval{opts_.connect_timeout_ms / 1000,
-                                                                                     (opts_.connect_timeout_ms % 1000) * 1000});
-  if (c == nullptr) return Status::Err(ENOMEM, "redis " + opts_.display + ": cannot allocate a connection");
-  auto fail = [&](const std::string& why) {
-    redisFree(c);
-    return Status::Err(EIO, "redis " + opts_.display + ": subscribe to changes: " + why);
-  };
-  if (c->err) return fail(c->errstr);
-  redisSetTimeout(c, timeval{opts_.io_timeout_ms / 1000, (opts_.io_timeout_ms % 1000) * 1000});
-  auto request = [&](std::vector<std::string_view> argv) -> std::string {
-    std::vector<const char*> args;
-    std::vector<size_t> lens;
-    for (auto a : argv) {
-      args.push_back(a.data());
-      lens.push_back(a.size());
-    }
-    OwnedReply r(static_cast<redisReply*>(redisCommandArgv(c, int(args.size()), args.data(), lens.data())));
-    if (!r) return c->errstr[0] != '\0' ? c->errstr : "no reply";
-    if (r->type == REDIS_REPLY_ERROR) return std::string(r->str, r->len);
-    return {};
-  };
+  Result<redisContext*> dialed = DialRaw(opts_);
+  if (!dialed.ok()) return dialed.status().With("subscribe to changes");
+  redisContext* c = *dialed;
+  const char* args[] = {"SUBSCRIBE", channel_.data()};
+  const size_t lens[] = {9, channel_.size()};
+  OwnedReply r(static_cast<redisReply*>(redisCommandArgv(c, 2, args, lens)));
   std::string why;
-  if (!opts_.password.empty()) {
-    why = opts_.user.empty() ? request({"AUTH", opts_.password}) : request({"AUTH", opts_.user, opts_.password});
-    if (!why.empty()) return fail("authentication failed");  // never the reply: it could quote the password
-  }
-  if (why.empty()) why = request({"SUBSCRIBE", channel_});
-  if (!why.empty()) return fail(why);
-  return c;
+  if (!r) why = c->errstr[0] != '\0' ? c->errstr : "no reply";
+  else if (r->type == REDIS_REPLY_ERROR) why = std::string(r->str, r->len);
+  if (why.empty()) return c;
+  redisFree(c);
+  return Status::Err(EIO, "redis " + opts_.display + ": subscribe to changes: " + why);
 }
 
 void Subscriber::Loop() {
