@@ -64,6 +64,23 @@ void Coherence::Forgot(Ino ino, uint64_t count) {
   else it->second.refs -= count;
 }
 
+double Coherence::NegativeTimeout(uint64_t seq, Ino parent, const std::string& name) {
+  const Timeouts& t = For(seq, parent);
+  if (&t != &lasting_) return 0;
+  std::lock_guard lock(negatives_mu_);
+  if (negatives_.size() >= kMaxNegatives) return 0;
+  negatives_.emplace_back(parent, name);
+  return t.entry;
+}
+
+// Holds negatives_mu_.
+void Coherence::DropNegatives(fuse_session* se) {
+  for (const auto& [parent, name] : negatives_)
+    (void)fuse_lowlevel_notify_inval_entry(se, parent, name.data(), name.size());
+  invalidations_->Inc(negatives_.size());
+  negatives_.clear();
+}
+
 void Coherence::Bump(const std::vector<meta::Change>& changes, bool lost) {
   std::unique_lock lock(reply_mu_);  // replies in flight reach the kernel first
   const uint64_t n = seq_.fetch_add(1, std::memory_order_acq_rel) + 1;
@@ -80,6 +97,10 @@ void Coherence::Apply(fuse_session* se, const std::vector<meta::Change>& changes
     return;
   }
   Bump(changes, false);
+  {
+    std::lock_guard lock(negatives_mu_);
+    if (negatives_.size() >= kMaxNegatives) DropNegatives(se);
+  }
   for (const meta::Change& c : changes) {
     if (c.parent != 0) {
       (void)fuse_lowlevel_notify_inval_entry(se, c.parent, c.name.data(), c.name.size());
@@ -105,6 +126,8 @@ void Coherence::DropAll(fuse_session* se) {
   for (const auto& [parent, name] : names) (void)fuse_lowlevel_notify_inval_entry(se, parent, name.data(), name.size());
   for (Ino ino : inodes) (void)fuse_lowlevel_notify_inval_inode(se, ino, 0, 0);
   invalidations_->Inc(names.size() + inodes.size());
+  std::lock_guard lock(negatives_mu_);
+  DropNegatives(se);
 }
 
 }  // namespace tessera::fuse

@@ -13,8 +13,9 @@
 //     kernel before the invalidation or sees the bump.
 //   * changes missed (engine connection lost, log pruned): every entry and
 //     inode the kernel holds is invalidated — the client tracks the names it
-//     handed to the kernel until the kernel forgets them — and replies get
-//     the short timeout until the watch has worked for a while again.
+//     handed to the kernel until the kernel forgets them, and the "no such
+//     name" answers it let the kernel cache — and replies get the short
+//     timeout until the watch has worked for a while again.
 #pragma once
 
 #include <atomic>
@@ -63,6 +64,14 @@ class Coherence {
   // references to ino.
   void Noted(Ino parent, const std::string& name, Ino ino);
   void Forgot(Ino ino, uint64_t n);
+  // A "no such name" for parent/name may be cached by the kernel (a
+  // negative entry) for the returned seconds (0: not at all). Call while
+  // holding ReplyLock() and reply before releasing it. The names are kept
+  // for DropAll (the kernel does not say when it drops a negative entry);
+  // past kMaxNegatives no more are cached until the watcher thread has
+  // invalidated and forgotten them (at the next reported change: a request
+  // thread must not, the kernel holds the directory it would invalidate).
+  double NegativeTimeout(uint64_t seq, Ino parent, const std::string& name);
 
   // The engine's watcher thread: invalidates what changed, or everything.
   void Apply(fuse_session* se, const std::vector<meta::Change>& changes, bool lost);
@@ -95,6 +104,10 @@ class Coherence {
     std::unordered_map<Ino, Node> nodes;  // guarded by mu
   };
   std::array<Shard, 16> shards_;
+  static constexpr size_t kMaxNegatives = 1 << 18;
+  std::mutex negatives_mu_;
+  std::vector<std::pair<Ino, std::string>> negatives_;  // guarded by negatives_mu_
+  void DropNegatives(fuse_session* se);
   metrics::Counter* const invalidations_ = metrics::NewCounter(
       "tessera_kernel_invalidations_total",
       "Kernel cache entries and inodes invalidated because another client changed them (coherent caches)");

@@ -282,15 +282,25 @@ void OpLookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   }
   // A "no such name" for an internal name is not cached: the kernel's
   // negative entries are shared by every user, and root must still find
-  // the internal file after another user's lookup.
-  if (st.code() == ENOENT && V(req)->config().negative_timeout > 0 &&
-      !(parent == meta::kRootIno && Internal(req)->Find(name) != 0)) {
-    t_result = ENOENT;
-    fuse_entry_param e;
-    std::memset(&e, 0, sizeof(e));
-    e.entry_timeout = V(req)->config().negative_timeout;
-    fuse_reply_entry(req, &e);
-    return;
+  // the internal file after another user's lookup. Nor without
+  // default_permissions: the kernel would answer it to callers that may
+  // not search the directory. While other clients' changes are reported,
+  // the kernel may keep it as long as its entries (coherence.h).
+  if (st.code() == ENOENT && !(parent == meta::kRootIno && Internal(req)->Find(name) != 0)) {
+    State* s = S(req);
+    auto lock = s->coherence.ReplyLock();
+    double timeout = V(req)->config().negative_timeout;
+    if (s->coherence.on() && s->opts.default_permissions && s->opts.coherent_timeout > 0 &&
+        !s->opts.timeouts_given)
+      timeout = std::max(timeout, s->coherence.NegativeTimeout(t_seq, parent, name));
+    if (timeout > 0) {
+      t_result = ENOENT;
+      fuse_entry_param e;
+      std::memset(&e, 0, sizeof(e));
+      e.entry_timeout = timeout;
+      fuse_reply_entry(req, &e);
+      return;
+    }
   }
   ReplyEntry(req, st, ino, a, parent, name);
 }

@@ -679,11 +679,11 @@ Status KvMeta::Unlink(const Context& ctx, Ino parent, const std::string& name) {
   if (TouchesTrashRoot(ctx, parent, name)) return Status::Err(EPERM);
   RETURN_IF_ERROR(ValidName(name));
   Timespec now = Now();
-  Attr pattr;
+  Attr pattr, before;
+  Ino ino = 0;
   RETURN_IF_ERROR(RunCharged([&](kv::Txn& tx, StatDeltas* deltas) {
-    Attr attr;
-    Ino ino = 0;
-    RETURN_IF_ERROR(RemovableEntryTx(tx, ctx, parent, name, &pattr, &ino, &attr));
+    RETURN_IF_ERROR(RemovableEntryTx(tx, ctx, parent, name, &pattr, &ino, &before));
+    Attr attr = before;
     if (attr.IsDir()) return Status::Err(EISDIR);
     RETURN_IF_ERROR(tx.Delete(EntryKey(parent, name)));
     pattr.mtime = pattr.ctime = now;
@@ -699,6 +699,7 @@ Status KvMeta::Unlink(const Context& ctx, Ino parent, const std::string& name) {
     return trashed ? Status::OK() : ReleaseInodeTx(tx, ino, attr, deltas);
   }));
   ReportEffects(ctx, {{parent, pattr}});
+  ReportRemoved(ctx, ino, before);
   return Status::OK();
 }
 
@@ -708,11 +709,11 @@ Status KvMeta::Rmdir(const Context& ctx, Ino parent, const std::string& name) {
   if (name == "..") return Status::Err(ENOTEMPTY);
   RETURN_IF_ERROR(ValidName(name));
   Timespec now = Now();
-  Attr pattr;
+  Attr pattr, before;
   Ino ino = 0;
   RETURN_IF_ERROR(RunCharged([&](kv::Txn& tx, StatDeltas* deltas) {
-    Attr attr;
-    RETURN_IF_ERROR(RemovableEntryTx(tx, ctx, parent, name, &pattr, &ino, &attr));
+    RETURN_IF_ERROR(RemovableEntryTx(tx, ctx, parent, name, &pattr, &ino, &before));
+    Attr attr = before;
     if (!attr.IsDir()) return Status::Err(ENOTDIR);
     bool empty = false;
     RETURN_IF_ERROR(DirEmptyTx(tx, ino, &empty));
@@ -728,6 +729,7 @@ Status KvMeta::Rmdir(const Context& ctx, Ino parent, const std::string& name) {
     return trashed ? Status::OK() : ReleaseInodeTx(tx, ino, attr, deltas);
   }));
   ReportEffects(ctx, {{parent, pattr}}, {ino});
+  ReportRemoved(ctx, ino, before);
   return Status::OK();
 }
 

@@ -87,6 +87,10 @@ struct Context {
   struct Effects {
     std::vector<std::pair<Ino, Attr>> parents;
     std::vector<Ino> others;
+    // Unlink, Rmdir: the inode whose name went, with its attributes before
+    // (link count included), for quota accounting without a lookup first.
+    Ino removed = 0;
+    Attr removed_attr;
     bool reported = false;  // false: unknown (the cache drops everything)
   };
   mutable Effects* effects = nullptr;

@@ -43,6 +43,12 @@ inline void ReportEffects(const Context& ctx, std::vector<std::pair<Ino, Attr>> 
   ctx.effects->others = std::move(others);
   ctx.effects->reported = true;
 }
+// Unlink, Rmdir (after ReportEffects): what the removal removed.
+inline void ReportRemoved(const Context& ctx, Ino ino, const Attr& before) {
+  if (ctx.effects == nullptr) return;
+  ctx.effects->removed = ino;
+  ctx.effects->removed_attr = before;
+}
 
 // Coherent caches: decodes change payloads (EncodeChanges) and passes those
 // of other clients than `self` to fn; an undecodable payload or an

@@ -537,6 +537,7 @@ local function unlink(args)
   local c, now, sid, parent, name = context(args, 1), now_of(args, 4), args[6], tonumber(args[7]), args[8]
   local p, ino, a = removable_entry(c, parent, name)
   if is_dir(a) then fail(EISDIR) end
+  local before = encode_attr(a)
   del_entry(parent, name)
   set_mtime(p, now)
   put_attr(parent, p)
@@ -547,10 +548,10 @@ local function unlink(args)
   if a.nlink > 0 then
     drop_parent(ino, a, parent)
     put_attr(ino, a)
-    return { 0, 0, praw }
+    return { 0, 0, praw, ino, before }
   end
-  if trash_inode(args[9], now, parent, name, ino, a) then return { 0, 0, praw } end
-  return { 0, release_inode(sid, ino, a), praw }
+  if trash_inode(args[9], now, parent, name, ino, a) then return { 0, 0, praw, ino, before } end
+  return { 0, release_inode(sid, ino, a), praw, ino, before }
 end
 
 local function rmdir(args)
@@ -558,6 +559,7 @@ local function rmdir(args)
   local p, ino, a = removable_entry(c, parent, name)
   if not is_dir(a) then fail(ENOTDIR) end
   if not dir_empty(ino) then fail(ENOTEMPTY) end
+  local before = encode_attr(a)
   del_entry(parent, name)
   p.nlink = p.nlink - 1
   set_mtime(p, now)
@@ -566,8 +568,8 @@ local function rmdir(args)
   a.nlink = 0
   set_ctime(a, now)
   local praw = encode_attr(p)
-  if trash_inode(args[9], now, parent, name, ino, a) then return { 0, 0, praw, ino } end
-  return { 0, release_inode(sid, ino, a), praw, ino }
+  if trash_inode(args[9], now, parent, name, ino, a) then return { 0, 0, praw, ino, before } end
+  return { 0, release_inode(sid, ino, a), praw, ino, before }
 end
 
 -- Would moving directory `moved` below `new_parent` make it its own descendant?

@@ -162,6 +162,12 @@ void RedisMeta::ReportReply(const Context& ctx, const redis::Reply& r, size_t at
   ReportEffects(ctx, std::move(out), std::move(others));
 }
 
+void RedisMeta::ReportRemovedReply(const Context& ctx, const redis::Reply& r, size_t at) {
+  if (ctx.effects == nullptr || !ctx.effects->reported || r.size() < at + 2) return;
+  Attr before;
+  if (DecodeAttr(r.at(at + 1).str(), &before).ok()) ReportRemoved(ctx, Ino(r.at(at).integer()), before);
+}
+
 Status RedisMeta::Released(int64_t ino) {
   if (ino == 0 || refs_.Sustain(Ino(ino))) return Status::OK();
   return ReleaseNow(Ino(ino));
@@ -434,6 +440,7 @@ Status RedisMeta::Unlink(const Context& ctx, Ino parent, const std::string& name
   ASSIGN_OR_RETURN(auto r, Fcall(kOpUnlink, "unlink",
                                  Args().Ctx(ctx).Time(now).Num(sid_.load()).Num(parent).Str(name).Own(TrashArg(ctx, now)).views()));
   ReportReply(ctx, r, 2, {parent});
+  ReportRemovedReply(ctx, r, 3);
   return Released(r.at(1).integer());
 }
 
@@ -446,6 +453,7 @@ Status RedisMeta::Rmdir(const Context& ctx, Ino parent, const std::string& name)
   ASSIGN_OR_RETURN(auto r, Fcall(kOpRmdir, "rmdir",
                                  Args().Ctx(ctx).Time(now).Num(sid_.load()).Num(parent).Str(name).Own(TrashArg(ctx, now)).views()));
   ReportReply(ctx, r, 2, {parent}, 3);
+  ReportRemovedReply(ctx, r, 3);
   return Released(r.at(1).integer());
 }
 

@@ -125,6 +125,9 @@ class RedisMeta final : public Meta {
   // element other_at (0: none).
   void ReportReply(const Context& ctx, const redis::Reply& r, size_t at, std::initializer_list<Ino> parents,
                    size_t other_at = 0, Ino other = 0);
+  // Unlink, Rmdir: the removed inode (element at) and its attributes before
+  // (element at + 1), to ctx.effects after ReportReply.
+  void ReportRemovedReply(const Context& ctx, const redis::Reply& r, size_t at);
   Status ReleaseNow(Ino ino);
   Result<int64_t> Incr(const char* counter, int64_t delta);
   // The trash hour directory's name for a removal at `now`, "" when the

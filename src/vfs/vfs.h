@@ -281,7 +281,8 @@ class Vfs {
   DirCache dirs_;
   // Runs fn, a namespace change of directories a and b through the engine,
   // keeping dirs_ with what it reports (meta::Context::Effects) and what it
-  // did to names (filled by fn).
+  // did to names (filled by fn). A report the caller asked for (ctx.effects
+  // already set) is filled too.
   template <typename Fn>
   Status DirChange(const Context& ctx, Ino a, Ino b, DirCache::Names* names, Fn&& fn) {
     if (!dirs_.enabled()) return fn();
@@ -292,6 +293,7 @@ class Vfs {
     Status st = fn();
     ctx.effects = outer;
     dirs_.End(t, st.ok() ? &effects : nullptr, *names);
+    if (outer != nullptr) *outer = std::move(effects);
     return st;
   }
   // What a rename does to names (an exchange: nothing).

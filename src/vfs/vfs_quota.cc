@@ -117,12 +117,25 @@ Status Vfs::RemoveCharged(const Context& ctx, Ino parent, const std::string& nam
     quotas_.Charge({parent, 0, 0, 0, -1, QuotaTracker::kDirs});
     return Status::OK();
   }
-  Ino ino = 0;
-  Attr attr;
-  meta::QuotaUsage u;
-  const bool known = meta_->Lookup(ctx, parent, name, &ino, &attr).ok() && TreeUsageOf(ino, attr, &u).ok();
-  RETURN_IF_ERROR(remove());
-  if (!known) return Status::OK();  // raced with another change: quota check --repair
+  // The engine reports what it removed (meta::Context::Effects), read in
+  // the removal's own transaction: no lookup before, no race with it.
+  meta::Context::Effects removal;
+  meta::Context::Effects* const outer = ctx.effects;
+  ctx.effects = &removal;
+  Status st = remove();
+  ctx.effects = outer;
+  RETURN_IF_ERROR(st);
+  if (removal.removed == 0) {  // an engine that does not say (a library of an older client): quota check --repair
+    LOG_WARN("quotas: the engine did not report what removing '{}' in directory {} removed; run tessera quota check",
+             name, parent);
+    return Status::OK();
+  }
+  const Ino ino = removal.removed;
+  const Attr& attr = removal.removed_attr;
+  uint64_t length = attr.length;
+  if (auto f = FindFile(ino)) length = f->Length();  // with this client's pending writes
+  // A removed directory was empty: itself only.
+  const meta::QuotaUsage u{attr.IsFile() ? Space(length) : 0, 1};
   quotas_.Charge({parent, attr.uid, attr.gid, -u.space, -1, QuotaTracker::kDirs});
   if (dir || attr.nlink <= 1) {  // the inode goes (or into the trash, which no quota covers)
     quotas_.Charge({parent, attr.uid, attr.gid, -u.space, -1, QuotaTracker::kOwner});

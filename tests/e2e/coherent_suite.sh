@@ -91,6 +91,7 @@ absent=$(grep -E '^tessera_dir_absent_hits_total' "$MNT2/.stats" | awk '{print $
 log "coherent: mount 2 answered $hits directory GETATTRs and $absent lookups of missing names itself"
 ls -l "$MNT2/co/tree" >/dev/null
 stat "$MNT2" "$MNT2/co" >/dev/null  # the path to it, whose attributes the creates changed
+for i in 1 2 3; do [ ! -e "$MNT2/co/tree/missing$i" ] || fail "missing$i exists"; done  # "no such name" cached
 sleep 2
 engine_lookups() {  # mount 2's lookup and getattr requests to the engine
   grep -E '^tessera_meta_op_duration_seconds_count\{.*op="(lookup|getattr)"' "$MNT2/.stats" | awk '{s += $2} END {print s + 0}'
@@ -103,10 +104,15 @@ reading=$((before - first))
 for _ in 1 2 3; do
   for i in $(seq 1 50); do stat "$MNT2/co/tree/f$i" >/dev/null; done
   [ -e "$MNT2/co/tree/f7" ] || fail "f7 missing through mount 2"
+  for i in 1 2 3; do [ ! -e "$MNT2/co/tree/missing$i" ] || fail "missing$i exists"; done
 done
 asked=$(($(engine_lookups) - before - reading))
-[ "$asked" -eq 0 ] || fail "150 stats of an unchanged tree asked the engine $asked times"
-log "coherent: 150 stats after 2 s, $asked engine requests"
+[ "$asked" -eq 0 ] || fail "150 stats and 9 lookups of missing names in an unchanged tree asked the engine $asked times"
+log "coherent: 150 stats and 9 lookups of missing names after 2 s, $asked engine requests"
+# The kernel's cached "no such name" goes when another client makes the name.
+echo new >"$MNT/co/tree/missing2"
+for _ in $(seq 1 50); do [ -e "$MNT2/co/tree/missing2" ] && break; sleep 0.02; done
+[ -e "$MNT2/co/tree/missing2" ] || fail "a name created through mount 1 stayed missing through mount 2 (cached negative entry)"
 
 case $ENGINE in
   redis | postgres)

@@ -85,11 +85,20 @@ TEST_P(EffectsTest, NamespaceChangesReportTheirParentsAsCommitted) {
   EXPECT_TRUE(Other(f));
   EXPECT_TRUE(Other(g));
 
+  // Removals also say what they removed, as it was before (for quotas).
+  Attr fa;
+  ASSERT_TRUE(a_->GetAttr(root, f, &fa).ok());
   ASSERT_TRUE(a_->Unlink(Reporting(), d, "g").ok());
   ExpectParents({d});
+  EXPECT_EQ(effects_.removed, f);
+  EXPECT_EQ(effects_.removed_attr.nlink, fa.nlink);
+  EXPECT_EQ(effects_.removed_attr.uid, fa.uid);
+  EXPECT_TRUE(effects_.removed_attr.IsFile());
   ASSERT_TRUE(a_->Rmdir(Reporting(), e, "sub").ok());
   ExpectParents({e});
   EXPECT_TRUE(Other(sub));
+  EXPECT_EQ(effects_.removed, sub);
+  EXPECT_TRUE(effects_.removed_attr.IsDir());
 
   Ino copy = 0;
   uint64_t entries = 0;
