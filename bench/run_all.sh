@@ -21,7 +21,7 @@ jobs and the metadata workload on each, and writes a markdown report:
                (cache=auto: 1 s entry/attr timeouts, no writeback cache);
                O_DIRECT is dropped from its own opens (see --pristine-passthrough)
   tessera      a Tessera mount of a fresh SQLite + local-directory volume,
-               default mount options (1 s entry/attr timeouts, no writeback cache)
+               default mount options (coherent 300 s entry/attr caches, no writeback cache)
   tessera-wb   the same with --writeback (blocks staged on a cache dir in the
                scratch directory, uploaded in the background); write jobs only
 Everything lives in a scratch directory that is unmounted and removed on exit.
