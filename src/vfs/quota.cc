@@ -75,6 +75,12 @@ Status QuotaTracker::ParentOf(Ino dir, Ino* parent) {
   return Status::OK();
 }
 
+void QuotaTracker::DirectoryMade(Ino dir, Ino parent) {
+  if (!HasDirQuotas()) return;
+  std::lock_guard<std::mutex> g(mu_);
+  parents_[dir] = parent;
+}
+
 void QuotaTracker::DirectoryMoved(Ino dir) {
   std::lock_guard<std::mutex> g(mu_);
   parents_.erase(dir);

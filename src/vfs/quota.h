@@ -80,6 +80,10 @@ class QuotaTracker {
   Status Limit(meta::Ino dir, meta::StatFs* fs);
   // A directory moved: its cached parent is wrong.
   void DirectoryMoved(meta::Ino dir);
+  // A directory was just made in `parent`: its parent is known without
+  // asking the engine when something is created in it (mkdir in a deep
+  // tree would otherwise cost a lookup per new directory).
+  void DirectoryMade(meta::Ino dir, meta::Ino parent);
 
  private:
   // Parent of directory `dir` (cached).

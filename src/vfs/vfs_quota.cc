@@ -98,6 +98,7 @@ Status Vfs::MknodCharged(const Context& ctx, Ino parent, const std::string& name
     quotas_.Charge(QuotaTracker::Negated(c));
     return st;
   }
+  if ((mode & S_IFMT) == S_IFDIR) quotas_.DirectoryMade(*ino, parent);
   if (attr->gid != ctx.gid) {  // a set-group-ID directory gave it its group
     quotas_.Charge({parent, ctx.uid, ctx.gid, 0, -1, QuotaTracker::kGroup});
     quotas_.Charge({parent, ctx.uid, attr->gid, 0, 1, QuotaTracker::kGroup});

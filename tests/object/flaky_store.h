@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -23,8 +24,13 @@ class FlakyStore final : public object::ObjectStore {
     put_attempts.fetch_add(1);
     if (blocked.load()) return Status::Err(put_error.load(), "store unavailable");
     if (fail_next.load() > 0 && fail_next.fetch_sub(1) > 0) return Status::Err(put_error.load(), "injected put failure");
-    if (put_room_bytes.load() >= 0 && Bytes() + int64_t(data.size()) > put_room_bytes.load())
-      return Status::Err(ENOSPC, "bucket full");
+    if (put_room_bytes.load() >= 0) {
+      // Checked and stored under one lock: concurrent uploads must not all
+      // see the room that only one of them can have.
+      std::lock_guard<std::mutex> g(room_mu_);
+      if (Bytes() + int64_t(data.size()) > put_room_bytes.load()) return Status::Err(ENOSPC, "bucket full");
+      return base_.Put(key, data);
+    }
     return base_.Put(key, data);
   }
   Result<std::string> Get(const std::string& key, int64_t off, int64_t len) override {
@@ -60,6 +66,7 @@ class FlakyStore final : public object::ObjectStore {
   std::atomic<bool> gets_blocked{false};
 
  private:
+  std::mutex room_mu_;
   object::MemoryStore base_{"flaky"};
 };
 
