@@ -42,6 +42,8 @@ const Coherence::Timeouts& Coherence::For(uint64_t seq, Ino ino, Ino parent) con
   return lasting_;
 }
 
+int64_t Coherence::BriefAfterLossMs() const { return std::max(kBriefAfterLossMs, grace_ms_.load()); }
+
 void Coherence::Noted(Ino parent, const std::string& name, Ino ino) {
   if (!on_) return;
   Shard& s = shards_[ino % shards_.size()];
@@ -91,7 +93,7 @@ void Coherence::Bump(const std::vector<meta::Change>& changes, bool lost) {
 
 void Coherence::Apply(fuse_session* se, const std::vector<meta::Change>& changes, bool lost) {
   if (lost) {
-    brief_until_ms_ = NowMs() + std::max(kBriefAfterLossMs, grace_ms_.load());
+    brief_until_ms_ = NowMs() + BriefAfterLossMs();
     Bump({}, true);
     DropAll(se);
     return;

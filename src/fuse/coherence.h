@@ -75,6 +75,8 @@ class Coherence {
 
   // The engine's watcher thread: invalidates what changed, or everything.
   void Apply(fuse_session* se, const std::vector<meta::Change>& changes, bool lost);
+  // How long replies stay brief after a loss (also for vfs::DirCache).
+  int64_t BriefAfterLossMs() const;
 
  private:
   // Numbers the next invalidation, marking the slots of these inodes (all

@@ -835,7 +835,8 @@ void StartCoherence(State* state) {
   state->coherence.Configure(false, configured, configured);
   if (state->opts.coherent_timeout <= 0) return;
   Status st = state->vfs->meta()->WatchChanges([state](const std::vector<meta::Change>& changes, bool lost) {
-    state->vfs->OthersChanged(changes, lost);  // first: a request that begins later must not find the old state
+    // First: a request that begins later must not find the old state.
+    state->vfs->OthersChanged(changes, lost, state->coherence.BriefAfterLossMs());
     state->coherence.Apply(state->se, changes, lost);
   });
   if (!st.ok()) {

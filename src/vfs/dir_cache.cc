@@ -25,7 +25,7 @@ bool DirCache::Usable() const {
 
 bool DirCache::Get(meta::Ino ino, meta::Attr* out) {
   if (!Usable()) return false;
-  std::lock_guard lock(mu_);
+  std::shared_lock lock(mu_);
   auto it = dirs_.find(ino);
   if (it == dirs_.end()) return false;
   *out = it->second.attr;
@@ -35,7 +35,7 @@ bool DirCache::Get(meta::Ino ino, meta::Attr* out) {
 
 bool DirCache::Absent(meta::Ino dir, const std::string& name, meta::Attr* dir_attr) {
   if (!Usable() || name.empty() || name.size() > meta::kMaxName) return false;
-  std::lock_guard lock(mu_);
+  std::shared_lock lock(mu_);
   auto it = dirs_.find(dir);
   if (it == dirs_.end() || !it->second.complete || it->second.names.count(name) != 0) return false;
   *dir_attr = it->second.attr;

@@ -31,6 +31,7 @@
 #include <atomic>
 #include <cstdint>
 #include <mutex>
+#include <shared_mutex>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -116,7 +117,7 @@ class DirCache {
 
   std::atomic<bool> enabled_{false};
   std::atomic<int64_t> usable_from_ms_{0};  // steady clock
-  std::mutex mu_;
+  std::shared_mutex mu_;  // shared: Get and Absent (every getattr and lookup)
   std::unordered_map<meta::Ino, Dir> dirs_;  // guarded by mu_
   size_t names_ = 0;                         // guarded by mu_: in all complete dirs
   std::array<uint64_t, kSlots> gens_{};      // guarded by mu_

@@ -345,9 +345,8 @@ Status Vfs::MergePending(const Context& ctx, uint64_t epoch, Ino ino, Attr* attr
 
 // ---------------------------------------------------------------- namespace
 
-void Vfs::OthersChanged(const std::vector<meta::Change>& changes, bool lost) {
-  // After a loss, as long as the kernel's replies stay brief (fuse/coherence.cc).
-  if (lost) dirs_.Lost(std::max(2000, meta_->WatchGraceMs()));
+void Vfs::OthersChanged(const std::vector<meta::Change>& changes, bool lost, int64_t brief_ms) {
+  if (lost) dirs_.Lost(int(brief_ms));
   else dirs_.Changed(changes);
 }
 

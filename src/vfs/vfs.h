@@ -128,7 +128,8 @@ class Vfs {
   // and names of directories this client changes may be kept (DirCache);
   // what other clients changed, or that changes were missed.
   void WatchStarted(int grace_ms) { dirs_.Enable(grace_ms); }
-  void OthersChanged(const std::vector<meta::Change>& changes, bool lost);
+  // brief_ms: after a loss, how long nothing kept may be used.
+  void OthersChanged(const std::vector<meta::Change>& changes, bool lost, int64_t brief_ms);
 
   // `tessera rmr` (remove_tree.cc): removes parent/name and everything below
   // it as ctx, checked entry by entry as rm -rf's unlinks and rmdirs would
