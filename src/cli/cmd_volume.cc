@@ -159,17 +159,22 @@ int ShowStatus(const std::string& meta_url) {
     j["Heartbeat"] = fmt::format("{:%Y-%m-%dT%H:%M:%SZ}", fmt::gmtime(std::time_t(s.heartbeat)));
     j["HeartbeatAge"] = fmt::format("{} s", std::max<int64_t>(0, now - s.heartbeat));
     j["Stale"] = meta::SessionDead(s, now, meta::kSessionTimeoutSec);
-    // The writeback backlog (what an unmount would leave staged) is known for
-    // the mounts of this host: their clients publish it (mount_state.h).
-    if (s.host != host) {
-      j["Writeback"] = "unknown (run tessera status on " + s.host + ")";
-    } else if (auto ms = ReadMountState(s.mount_point); !ms.ok() || ms->pid != pid_t(s.pid)) {
-      j["Writeback"] = "unknown (no client of this mount point runs here)";
-    } else if (auto wb = ReadWritebackState(s.mount_point); !wb.ok()) {
-      j["Writeback"] = "off";
+    // The writeback backlog (what an unmount would wait for): every client
+    // stores it with its heartbeat (when it changes); a mount of this host
+    // also publishes it every second (mount_state.h), which is fresher.
+    auto ms = s.host == host ? ReadMountState(s.mount_point) : Result<MountState>(Status::Err(ENOENT, ""));
+    if (ms.ok() && ms->pid == pid_t(s.pid)) {
+      if (auto wb = ReadWritebackState(s.mount_point); wb.ok())
+        j["Writeback"] = {{"StagedBlocks", wb->staged_blocks}, {"StagedBytes", wb->staged_bytes},
+                          {"Uploaded", wb->uploaded}, {"Draining", wb->draining}};
+      else
+        j["Writeback"] = "off";
+    } else if (s.load.writeback) {
+      j["Writeback"] = {{"StagedBlocks", s.load.staged_blocks},
+                        {"StagedBytes", s.load.staged_bytes},
+                        {"AsOf", "the client's last heartbeat"}};
     } else {
-      j["Writeback"] = {{"StagedBlocks", wb->staged_blocks}, {"StagedBytes", wb->staged_bytes},
-                        {"Uploaded", wb->uploaded}, {"Draining", wb->draining}};
+      j["Writeback"] = "off";
     }
     out["Sessions"].push_back(std::move(j));
   }

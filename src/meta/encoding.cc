@@ -224,6 +224,8 @@ int64_t DecodeI64(std::string_view v) {
 std::string EncodeSession(const SessionInfo& s) {
   nlohmann::json j = {{"Sid", s.sid},   {"Host", s.host},       {"MountPoint", s.mount_point},
                       {"Pid", s.pid},   {"Version", s.version}, {"Started", s.heartbeat}};
+  if (s.load.writeback)
+    j["Writeback"] = {{"StagedBlocks", s.load.staged_blocks}, {"StagedBytes", s.load.staged_bytes}};
   // The strings are for display; one that is not UTF-8 (a mount point's name
   // can be any bytes) is stored with U+FFFD in place of its bad bytes rather
   // than make dump() throw.
@@ -238,6 +240,12 @@ Status DecodeSession(std::string_view v, SessionInfo* s) {
   if (!Int(j, "Sid", &out.sid) || !Str(j, "Host", &out.host) || !Str(j, "MountPoint", &out.mount_point) ||
       !Int(j, "Pid", &out.pid) || !Str(j, "Version", &out.version) || !Int(j, "Started", &out.heartbeat))
     return Status::Err(EIO, "bad session record: a field of the wrong type or out of range");
+  if (auto w = j.find("Writeback"); w != j.end()) {  // absent: off, or a client that does not report it
+    out.load.writeback = true;
+    if (!w->is_object() || !Int(*w, "StagedBlocks", &out.load.staged_blocks) ||
+        !Int(*w, "StagedBytes", &out.load.staged_bytes))
+      return Status::Err(EIO, "bad session record: a bad Writeback field");
+  }
   *s = std::move(out);
   return Status::OK();
 }

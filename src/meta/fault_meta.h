@@ -95,7 +95,7 @@ class FaultMeta final : public Meta {
   Status StatFS(const Context& ctx, StatFs* out) override { return inner_->StatFS(ctx, out); }
 
   Status NewSession(const SessionInfo& info) override { return inner_->NewSession(info); }
-  Status Heartbeat() override { return inner_->Heartbeat(); }
+  Status Heartbeat(const SessionLoad& load) override { return inner_->Heartbeat(load); }
   Status CloseSession() override { return inner_->CloseSession(); }
   Result<std::vector<SessionInfo>> ListSessions() override { return inner_->ListSessions(); }
   Result<int> CleanStaleSessions(int64_t timeout_sec) override { return inner_->CleanStaleSessions(timeout_sec); }

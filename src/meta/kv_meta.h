@@ -49,7 +49,7 @@ class KvMeta final : public Meta {
   int TrashDays() const override { return limits_.TrashDays(); }
 
   Status NewSession(const SessionInfo& info) override;
-  Status Heartbeat() override;
+  Status Heartbeat(const SessionLoad& load) override;
   Status CloseSession() override;
   Result<std::vector<SessionInfo>> ListSessions() override;
   Result<int> CleanStaleSessions(int64_t timeout_sec) override;
@@ -178,6 +178,8 @@ class KvMeta final : public Meta {
   // This client's session (0: none); set by NewSession, again if the
   // session expired and the client starts a new one.
   std::atomic<uint64_t> sid_{0};
+  std::mutex session_mu_;
+  SessionInfo session_;  // as stored by NewSession and Heartbeat; guarded by session_mu_
   Format format_;     // set by Init/Load before use
   VolumeLimits limits_;  // set by Load, refreshed by Heartbeat
   DirStatBuffer dirstats_;  // flushed by FlushDirStats

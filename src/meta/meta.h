@@ -178,6 +178,16 @@ struct StatFs {
 // (its locks go, its open-unlinked files are reclaimed).
 constexpr int64_t kSessionTimeoutSec = 300;
 
+// What a client tells others of its work at its heartbeats (`tessera
+// status`): the --writeback uploads it still holds, which an unmount waits
+// for and a lost client machine would lose.
+struct SessionLoad {
+  bool writeback = false;  // uploads are deferred (--writeback)
+  uint64_t staged_blocks = 0;
+  uint64_t staged_bytes = 0;
+  bool operator==(const SessionLoad&) const = default;
+};
+
 struct SessionInfo {
   uint64_t sid = 0;
   std::string host;
@@ -185,6 +195,7 @@ struct SessionInfo {
   uint32_t pid = 0;
   std::string version;
   int64_t heartbeat = 0;  // unix seconds
+  SessionLoad load;       // as of the heartbeat that last changed it
 };
 
 // One slice to append to chunk `chunk_index` of a file.
@@ -300,8 +311,9 @@ class Meta {
   // ESTALE when the session no longer exists: other clients cleaned it
   // after the session timeout (this client was cut off); WriteSlices then
   // refuses with ESTALE too, so a client coming back cannot write over what
-  // others wrote meanwhile. The caller starts a new session.
-  virtual Status Heartbeat() = 0;
+  // others wrote meanwhile. The caller starts a new session. `load` is
+  // stored with the session when it differs from the last one stored.
+  virtual Status Heartbeat(const SessionLoad& load) = 0;
   virtual Status CloseSession() = 0;
   virtual Result<std::vector<SessionInfo>> ListSessions() = 0;
   // Cleans sessions whose heartbeat is older than timeout_sec, or whose

@@ -28,7 +28,9 @@ class MetricsMeta final : public Meta {
   int TrashDays() const override { return inner_->TrashDays(); }
 
   Status NewSession(const SessionInfo& info) override { return inner_->NewSession(info); }
-  Status Heartbeat() override { return Timed(kSession, [&] { return inner_->Heartbeat(); }); }
+  Status Heartbeat(const SessionLoad& load) override {
+    return Timed(kSession, [&] { return inner_->Heartbeat(load); });
+  }
   Status CloseSession() override { return inner_->CloseSession(); }
   Result<std::vector<SessionInfo>> ListSessions() override { return inner_->ListSessions(); }
   Result<int> CleanStaleSessions(int64_t timeout_sec) override {

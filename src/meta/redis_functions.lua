@@ -1067,11 +1067,13 @@ local function release(args)
 end
 
 -- The session's heartbeat; ESTALE when the session is gone (cleaned by
--- another client after a timeout): the caller must start a new one.
+-- another client after a timeout): the caller must start a new one. RECORD,
+-- when given, replaces the session's record (its load changed).
 local function heartbeat(args)
-  local sid, now = args[1], args[2]
+  local sid, now, record = args[1], args[2], args[3]
   live_session(sid)
   redis.call('ZADD', 'heartbeat', now, sid)
+  if record then redis.call('HSET', 'sessions', sid, record) end
   return { 0 }
 end
 

@@ -227,6 +227,10 @@ Status RedisMeta::NewSession(const SessionInfo& in) {
   RETURN_IF_ERROR(Cmd(kOpSession, {"HSET", "sessions", id, EncodeSession(info)}).status());
   RETURN_IF_ERROR(Cmd(kOpSession, {"ZADD", "heartbeat", std::to_string(info.heartbeat), id}).status());
   sid_ = uint64_t(sid);
+  {
+    std::lock_guard g(session_mu_);
+    session_ = info;
+  }
   if (watching_) {
     // A session renewed after others cleaned the old one: they dropped this
     // client from the watchers too, and sent it nothing since.
@@ -270,9 +274,18 @@ void RedisMeta::StopWatching() {
   if (!st.ok()) LOG_WARN("leaving the watchers of changes: {}", st.ToString());
 }
 
-Status RedisMeta::Heartbeat() {
-  if (sid_ == 0) return Status::OK();
-  RETURN_IF_ERROR(Fcall(kOpSession, "heartbeat", Args().Num(sid_.load()).Own(std::to_string(Now().sec)).views()).status());
+Status RedisMeta::Heartbeat(const SessionLoad& load) {
+  const uint64_t sid = sid_;
+  if (sid == 0) return Status::OK();
+  std::lock_guard g(session_mu_);
+  SessionInfo record = session_;
+  record.load = load;
+  const bool changed = record.sid == sid && !(load == session_.load);
+  Args args;
+  args.Num(sid).Own(std::to_string(Now().sec));
+  if (changed) args.Own(EncodeSession(record));  // stored only while the session lives
+  RETURN_IF_ERROR(Fcall(kOpSession, "heartbeat", args.views()).status());
+  if (changed) session_.load = load;
   // `tessera config` may have changed the limits.
   ASSIGN_OR_RETURN(auto r, Cmd(kOpSession, {"GET", keys::kSettingKey}));
   if (!r.nil())

@@ -75,6 +75,21 @@ total=$(wc -l <"$WORK/wb.objects")
 [ "$(wb_present "$WORK/wb.objects")" = 0 ] || fail "objects reached the bucket although every upload fails"
 [ "$(wb_packs)" -gt 0 ] || fail "nothing staged under $WB_CACHE"
 [ "$(wb_staged "$MNT/wb/big")" -gt 0 ] || fail "tessera info shows no staged blocks"
+# What `tessera status` on another host shows (a UTS namespace with another
+# host name): the backlog the client stored with a heartbeat (every 10 s).
+wb_remote_staged() {
+  unshare --uts sh -c 'hostname tessera-elsewhere && exec "$0" status "$1"' "$TESSERA" "$META" |
+    python3 -c 'import json, sys
+w = [s["Writeback"] for s in json.load(sys.stdin)["Sessions"] if s["Host"] != "tessera-elsewhere"]
+print(max([x["StagedBlocks"] for x in w if isinstance(x, dict)] or [0]))'
+}
+remote=0
+for _ in $(seq 1 24); do
+  remote=$(wb_remote_staged) || fail "tessera status failed"
+  [ "$remote" -gt 0 ] && break
+  sleep 0.5
+done
+[ "$remote" -gt 0 ] || fail "tessera status on another host shows no backlog 12 s after the writes"
 echo 3 >/proc/sys/vm/drop_caches
 wb_check_files "read back while the store is down"
 log "writeback: kill -9 of the client; the next mount reads the staged blocks"

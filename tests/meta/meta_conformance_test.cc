@@ -1716,7 +1716,7 @@ TEST_P(MetaConformanceTest, SessionsListAndClose) {
   EXPECT_FALSE(mine.host.empty());
   EXPECT_EQ(mine.pid, uint32_t(getpid()));
   EXPECT_LE(std::abs(mine.heartbeat - Now().sec), 5);
-  ASSERT_OK(m_->Heartbeat());
+  ASSERT_OK(m_->Heartbeat({}));
 
   auto other = SecondClient("/mnt/b");
   ASSERT_NE(other, nullptr);
@@ -1791,7 +1791,7 @@ TEST_P(MetaConformanceTest, CleanStaleSessionsReclaimsADeadClient) {
   // Its process (this one) is alive, so only the heartbeat's age marks it
   // dead: wait until it is at least a second old.
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
-  ASSERT_OK(m_->Heartbeat());
+  ASSERT_OK(m_->Heartbeat({}));
   auto n = m_->CleanStaleSessions(0);
   ASSERT_TRUE(n.ok()) << n.status().ToString();
   EXPECT_EQ(*n, 1);

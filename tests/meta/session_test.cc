@@ -36,7 +36,7 @@ TEST_P(SessionExpiryTest, ExpiredClientIsFencedAndStartsAnew) {
 
   // a is cut off: no heartbeat for longer than b's timeout (1 s here).
   std::this_thread::sleep_for(std::chrono::milliseconds(2100));
-  ASSERT_TRUE(b_->Heartbeat().ok());
+  ASSERT_TRUE(b_->Heartbeat({}).ok());
   auto cleaned = b_->CleanStaleSessions(1);
   ASSERT_TRUE(cleaned.ok()) << cleaned.status().ToString();
   EXPECT_EQ(*cleaned, 1);
@@ -45,19 +45,52 @@ TEST_P(SessionExpiryTest, ExpiredClientIsFencedAndStartsAnew) {
 
   // a comes back: refused, not written over b's data.
   EXPECT_EQ(a_->Write(root, ino, 0, chunk::Slice{0, 1003, 30, 0, 30}, Now(), &attr).code(), ESTALE);
-  EXPECT_EQ(a_->Heartbeat().code(), ESTALE);
+  EXPECT_EQ(a_->Heartbeat({}).code(), ESTALE);
   ASSERT_TRUE(b_->GetAttr(root, ino, &attr).ok());
   EXPECT_EQ(attr.length, 20u);
   // A new session writes again.
   SessionInfo s;
   s.mount_point = "/mnt/a";
   ASSERT_TRUE(a_->NewSession(s).ok());
-  EXPECT_TRUE(a_->Heartbeat().ok());
+  EXPECT_TRUE(a_->Heartbeat({}).ok());
   EXPECT_TRUE(a_->Write(root, ino, 0, chunk::Slice{0, 1004, 40, 0, 40}, Now(), &attr).ok());
   ASSERT_TRUE(a_->FlushDirStats().ok());
   std::vector<std::string> problems;
   ASSERT_TRUE(b_->Check(&problems).ok());
   EXPECT_TRUE(problems.empty()) << (problems.empty() ? "" : problems.front());
+}
+
+// A client's writeback backlog travels with its heartbeat (`tessera
+// status` on any host shows it): stored when it changes, cleared when
+// writeback has nothing staged or is off, gone with a new session.
+TEST_P(SessionExpiryTest, HeartbeatStoresTheClientsLoad) {
+  auto load_of = [&](const std::string& mount_point) {
+    auto all = b_->ListSessions();
+    EXPECT_TRUE(all.ok());
+    for (const auto& s : *all)
+      if (s.mount_point == mount_point) return s.load;
+    ADD_FAILURE() << "no session of " << mount_point;
+    return SessionLoad{};
+  };
+  EXPECT_FALSE(load_of("/mnt/a").writeback) << "a new session reports no load";
+  const SessionLoad busy{true, 3, 12 << 20};
+  ASSERT_TRUE(a_->Heartbeat(busy).ok());
+  EXPECT_EQ(load_of("/mnt/a"), busy);
+  EXPECT_FALSE(load_of("/mnt/b").writeback) << "one client's load shown on another's session";
+  ASSERT_TRUE(a_->Heartbeat(busy).ok());  // unchanged: the record stays
+  EXPECT_EQ(load_of("/mnt/a"), busy);
+  const SessionLoad drained{true, 0, 0};
+  ASSERT_TRUE(a_->Heartbeat(drained).ok());
+  EXPECT_EQ(load_of("/mnt/a"), drained);
+  ASSERT_TRUE(a_->Heartbeat({}).ok());
+  EXPECT_FALSE(load_of("/mnt/a").writeback);
+  ASSERT_TRUE(a_->Heartbeat(busy).ok());
+  SessionInfo s;
+  s.mount_point = "/mnt/a2";
+  ASSERT_TRUE(a_->NewSession(s).ok());
+  EXPECT_FALSE(load_of("/mnt/a2").writeback) << "a new session inherited the old one's load";
+  ASSERT_TRUE(a_->Heartbeat(busy).ok());
+  EXPECT_EQ(load_of("/mnt/a2"), busy) << "the load was not stored again for the new session";
 }
 
 // `tessera config` on one client (Init with force): another client applies
@@ -74,7 +107,7 @@ TEST_P(SessionExpiryTest, NewLimitsReachOtherClientsAtTheirHeartbeat) {
   ASSERT_TRUE(a_->Init(*f, /*force=*/true).ok());
   ASSERT_TRUE(b_->StatFS(root, &fs).ok());
   EXPECT_NE(fs.total_space, uint64_t(64) << 20) << "applied before a heartbeat (not wrong, but not what is tested)";
-  ASSERT_TRUE(b_->Heartbeat().ok());
+  ASSERT_TRUE(b_->Heartbeat({}).ok());
   ASSERT_TRUE(b_->StatFS(root, &fs).ok());
   EXPECT_EQ(fs.total_space, uint64_t(64) << 20);
   EXPECT_EQ(fs.used_inodes + fs.avail_inodes, used + 2);
