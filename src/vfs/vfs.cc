@@ -142,7 +142,8 @@ void Vfs::BackgroundLoop() {
       std::swap(renew, renew_);
     }
     if (renew || now - last_heartbeat >= std::chrono::seconds(config_.heartbeat_interval_s)) {
-      Status st = meta_->Heartbeat();
+      const chunk::ChunkStats cs = store_->stats();
+      Status st = meta_->Heartbeat(meta::SessionLoad{cs.writeback_enabled, cs.staged_blocks, cs.staged_bytes});
       CountJob(kHeartbeat, st);
       if (st.code() == ESTALE) RenewSession();
       else if (!st.ok()) LOG_WARN("session heartbeat: {}", st.ToString());
