@@ -136,7 +136,17 @@ class KvTreeWriter final : public TreeWriter {
     return Status::OK();
   }
   Status PutSliceRef(uint64_t id, uint32_t size, int64_t extra) override {
-    records_[SliceRefKey(id, size)] = EncodeI64(extra);
+    std::string k = SliceRefKey(id, size);
+    if (extra <= 0) {
+      records_.erase(k);
+      deletes_.push_back(std::move(k));
+    } else {
+      records_[k] = EncodeI64(extra);
+    }
+    return Status::OK();
+  }
+  Status UnqueueSlice(uint64_t id, uint32_t size, int64_t not_before) override {
+    deletes_.push_back(not_before > 0 ? DelayedSliceKey(not_before, id, size) : SliceGcKey(id, size));
     return Status::OK();
   }
   Status Flush(kv::Txn& tx) {

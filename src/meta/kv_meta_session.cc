@@ -322,12 +322,34 @@ Status CollectTreeTx(kv::Txn& tx, std::unordered_map<Ino, Attr>* attrs, std::vec
       else problems->push_back(fmt::format("directory {}: undecodable entry", ino));
     } else if (kind == 'L' && k.size() == 18) {
       usage->parents[ino].emplace_back(kv::ReadU64BE(k.substr(10)), uint32_t(DecodeI64(v)));  // scan order: sorted
+    } else if (kind == 'C' && k.size() == 14) {
+      HoldSlices(v, &usage->slices);
     }
     return true;
   }));
   const std::string prefix = DirStatPrefix();
-  return tx.Scan(prefix, kv::PrefixEnd(prefix), 0, [&](std::string_view k, std::string_view v) {
+  RETURN_IF_ERROR(tx.Scan(prefix, kv::PrefixEnd(prefix), 0, [&](std::string_view k, std::string_view v) {
     if (k.size() == prefix.size() + 8) usage->dirstats[kv::ReadU64BE(k.substr(prefix.size()))] = DecodeDirStat(v);
+    return true;
+  }));
+  // Slices: reference records (id8 size4), the deletion queue (id8 size4)
+  // and the delayed deletions (not-before8 id8 size4).
+  const std::string refs = SliceRefPrefix(), gc = SliceGcPrefix(), delayed = DelayedSlicePrefix();
+  RETURN_IF_ERROR(tx.Scan(refs, kv::PrefixEnd(refs), 0, [&](std::string_view k, std::string_view v) {
+    if (k.size() == refs.size() + 12)
+      usage->slices[{kv::ReadU64BE(k.substr(refs.size())), kv::ReadU32BE(k.substr(refs.size() + 8))}].extra =
+          DecodeI64(v);
+    return true;
+  }));
+  RETURN_IF_ERROR(tx.Scan(gc, kv::PrefixEnd(gc), 0, [&](std::string_view k, std::string_view) {
+    if (k.size() == gc.size() + 12)
+      usage->slices[{kv::ReadU64BE(k.substr(gc.size())), kv::ReadU32BE(k.substr(gc.size() + 8))}].queued.push_back(0);
+    return true;
+  }));
+  return tx.Scan(delayed, kv::PrefixEnd(delayed), 0, [&](std::string_view k, std::string_view) {
+    if (k.size() == delayed.size() + 20)
+      usage->slices[{kv::ReadU64BE(k.substr(delayed.size() + 8)), kv::ReadU32BE(k.substr(delayed.size() + 16))}]
+          .queued.push_back(int64_t(kv::ReadU64BE(k.substr(delayed.size()))));
     return true;
   });
 }
@@ -344,6 +366,7 @@ Status KvMeta::Check(std::vector<std::string>* problems) {
         RETURN_IF_ERROR(CollectTreeTx(tx, &attrs, &entries, &usage, problems));
         CheckTree(attrs, entries, problems);
         CheckUsage(attrs, entries, usage, problems);
+        CheckSlices(usage.slices, problems);
         return Status::OK();
       },
       true);

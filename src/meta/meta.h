@@ -276,8 +276,12 @@ class TreeWriter {
   // (empty: the record goes).
   virtual Status PutDirStat(Ino dir, const DirStat& stat) = 0;
   virtual Status PutParents(Ino ino, const ParentCounts& parents) = 0;
-  // A slice held by `extra` more chunk lists than one (clones).
+  // A slice held by `extra` more chunk lists than one (clones); 0 or less:
+  // by one, the record goes.
   virtual Status PutSliceRef(uint64_t id, uint32_t size, int64_t extra) = 0;
+  // fsck --repair: takes a slice out of the deletion queue (not_before as
+  // queued; 0: queued for deletion at once).
+  virtual Status UnqueueSlice(uint64_t id, uint32_t size, int64_t not_before) = 0;
 };
 
 class Meta {

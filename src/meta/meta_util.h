@@ -155,12 +155,36 @@ using EntryTriple = std::tuple<Ino, std::string, Ino>;
 void CheckTree(const std::unordered_map<Ino, Attr>& attrs, const std::vector<EntryTriple>& entries,
                std::vector<std::string>* problems);
 
-// The usage records an engine holds: directory statistics (flushed) and the
-// parent records of files with several names.
+// fsck: one slice as the engine holds it. `lists`: the chunk lists that
+// hold it (a list counts once however many of its records name it);
+// `extra`: what its reference record says (docs/format.md, "Clones": held
+// by 1 + extra lists; 0 without a record); `queued`: the not-before times
+// (0: at once) under which its objects are queued for deletion.
+struct SliceHold {
+  uint32_t lists = 0;
+  int64_t extra = 0;
+  std::vector<int64_t> queued;
+};
+using SliceHolds = std::map<std::pair<uint64_t, uint32_t>, SliceHold>;  // (id, size)
+// Counts one chunk list's slices in *holds.
+void HoldSlices(std::string_view chunk_list, SliceHolds* holds);
+
+// The usage records an engine holds: directory statistics (flushed), the
+// parent records of files with several names, and the slices' holders.
 struct UsageRecords {
   std::unordered_map<Ino, DirStat> dirstats;
   std::unordered_map<Ino, ParentCounts> parents;  // each sorted by directory
+  SliceHolds slices;                              // filled by Check and Repair, not ExpectedUsage
 };
+// fsck: a slice queued for deletion while a chunk list holds it (its
+// objects would go from under a file), held by more lists than its
+// reference record says (removing one holder would delete the others'
+// data) or fewer (its objects would never be reclaimed).
+void CheckSlices(const SliceHolds& holds, std::vector<std::string>* problems);
+// fsck --repair: takes held slices out of the deletion queue and sets each
+// reference record to what the chunk lists say (appends the writes to *ops).
+void RepairSlices(const SliceHolds& holds, std::vector<std::function<Status(TreeWriter&)>>* ops,
+                  std::vector<std::string>* changes);
 // What the usage records must be for this tree.
 UsageRecords ExpectedUsage(const std::unordered_map<Ino, Attr>& attrs, const std::vector<EntryTriple>& entries);
 // fsck: compares the stored usage records (and each singly-linked file's

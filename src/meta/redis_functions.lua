@@ -1379,7 +1379,11 @@ local function load(args)
       redis.call('DEL', k)
       for j = 1, n do redis.call('HSET', k, args[i + 1 + 2 * j], args[i + 2 + 2 * j]) end
       i = i + 3 + 2 * n
-    elseif t == 'r' then redis.call('HSET', 'slicerefs', args[i + 1], args[i + 2]); i = i + 3
+    elseif t == 'r' then
+      if tonumber(args[i + 2]) > 0 then redis.call('HSET', 'slicerefs', args[i + 1], args[i + 2])
+      else redis.call('HDEL', 'slicerefs', args[i + 1]) end
+      i = i + 3
+    elseif t == 'uq' then redis.call('ZREM', 'delslices', args[i + 1]); i = i + 2
     else fail(EINVAL) end
   end
   return { 0 }

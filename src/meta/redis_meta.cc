@@ -588,6 +588,35 @@ Status RedisMeta::ScanAllSlices(const SliceVisitor& visit) {
   return Status::OK();
 }
 
+Status RedisMeta::CollectSlices(SliceHolds* holds) {
+  std::string cursor = "0";
+  do {
+    ASSIGN_OR_RETURN(auto page, Cmd(kOpOther, {"SCAN", cursor, "MATCH", "c[0-9]*_[0-9]*", "COUNT", "1000"}));
+    cursor = std::string(page.at(0).str());
+    redis::Reply keys = page.at(1);
+    if (keys.size() == 0) continue;
+    Args get;
+    get.Str("MGET");
+    for (size_t i = 0; i < keys.size(); ++i) get.Own(std::string(keys.at(i).str()));
+    ASSIGN_OR_RETURN(auto values, Cmd(kOpOther, get.views()));
+    for (size_t i = 0; i < values.size(); ++i)
+      if (!values.at(i).nil()) HoldSlices(values.at(i).str(), holds);
+  } while (cursor != "0");
+  auto slice_of = [](std::string_view m) -> std::pair<uint64_t, uint32_t> {
+    const auto sep = m.find('_');
+    if (sep == std::string_view::npos) return {0, 0};
+    return {ParseU64(m.substr(0, sep)), uint32_t(ParseU64(m.substr(sep + 1)))};
+  };
+  ASSIGN_OR_RETURN(auto refs, Cmd(kOpOther, {"HGETALL", "slicerefs"}));
+  for (size_t i = 0; i + 1 < refs.size(); i += 2)
+    (*holds)[slice_of(refs.at(i).str())].extra = int64_t(std::strtoll(std::string(refs.at(i + 1).str()).c_str(), nullptr, 10));
+  ASSIGN_OR_RETURN(auto queued, Cmd(kOpOther, {"ZRANGE", "delslices", "0", "-1", "WITHSCORES"}));
+  for (size_t i = 0; i + 1 < queued.size(); i += 2)
+    (*holds)[slice_of(queued.at(i).str())].queued.push_back(int64_t(std::stod(std::string(queued.at(i + 1).str()))));
+  holds->erase({0, 0});  // undecodable names
+  return Status::OK();
+}
+
 Status RedisMeta::ListChunks(Ino ino, uint32_t from, uint32_t limit, std::vector<uint32_t>* out) {
   out->clear();
   ASSIGN_OR_RETURN(auto r, Cmd(kOpRead, {"ZRANGEBYSCORE", Key('k', ino), std::to_string(from), "+inf", "LIMIT", "0",
@@ -789,7 +818,11 @@ class RedisTreeWriter final : public TreeWriter {
     return Status::OK();
   }
   Status PutSliceRef(uint64_t id, uint32_t size, int64_t extra) override {
-    args_.Str("r").Own(std::to_string(id) + "_" + std::to_string(size)).Own(std::to_string(extra));
+    args_.Str("r").Own(std::to_string(id) + "_" + std::to_string(size)).Own(std::to_string(std::max<int64_t>(extra, 0)));
+    return Status::OK();
+  }
+  Status UnqueueSlice(uint64_t id, uint32_t size, int64_t) override {
+    args_.Str("uq").Own(std::to_string(id) + "_" + std::to_string(size));
     return Status::OK();
   }
   const std::vector<std::string_view>& views() const { return args_.views(); }
@@ -917,6 +950,7 @@ Status RedisMeta::CollectTree(std::unordered_map<Ino, Attr>* attrs_out, std::vec
     std::sort(p.begin(), p.end());
     usage->parents[ParseU64(std::string_view(k).substr(1))] = std::move(p);
   }
+  RETURN_IF_ERROR(CollectSlices(&usage->slices));
   std::unordered_map<Ino, Attr> attrs;
   for (size_t i = 0; i < inode_keys.size(); i += 500) {
     Args a;
@@ -954,6 +988,7 @@ Status RedisMeta::Check(std::vector<std::string>* problems) {
   RETURN_IF_ERROR(CollectTree(&attrs, &entries, &usage, problems));
   CheckTree(attrs, entries, problems);
   CheckUsage(attrs, entries, usage, problems);
+  CheckSlices(usage.slices, problems);
   return Status::OK();
 }
 

@@ -114,6 +114,8 @@ class RedisMeta final : public Meta {
   Result<redis::Reply> Fcall(Op op, const char* fn, const std::vector<std::string_view>& args);
   Status LoadFunctions();
   // Every inode's attributes and every directory entry (fsck; not a snapshot).
+  // fsck: every slice's chunk lists, reference record and queued deletions.
+  Status CollectSlices(SliceHolds* holds);
   Status CollectTree(std::unordered_map<Ino, Attr>* attrs, std::vector<EntryTriple>* entries, UsageRecords* usage,
                      std::vector<std::string>* problems);
   // After an operation took an inode's last name: keep it while this client

@@ -135,6 +135,7 @@ Status RepairTree(Meta* meta, std::unordered_map<Ino, Attr> attrs, std::vector<E
     std::unordered_map<Ino, Attr> now = attrs;
     for (const auto& [ino, a] : fixed) now[ino] = a;
     RepairUsage(now, all, stored, &fixed, &ops, changes);
+    RepairSlices(stored.slices, &ops, changes);
   }
 
   // Apply, in batches.

@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "../kv/pg_test_util.h"
@@ -693,6 +694,64 @@ TEST_P(CloneTest, SharesSlicesUntilTheLastCopyGoes) {
   EXPECT_EQ(deleted, still);
   ASSERT_OK(m_->FlushDirStats());
   ExpectClean();
+}
+
+// fsck checks the slices' holders: a reference record that undercounts
+// its chunk lists (removing one holder would delete the others' data), and
+// a slice queued for deletion while a file holds it, are found, repaired
+// (the queued slice is taken out of the queue), and no data is deleted.
+TEST_P(CloneTest, FsckFindsAndRepairsSliceHolders) {
+  const Ino f = Make(kRootIno, "f", S_IFREG | 0644);
+  WriteAt(f, 0, 4096);
+  Ino g = 0;
+  Attr attr;
+  ASSERT_OK(m_->Clone(Context::Root(), f, kRootIno, "g", 022, false, &g, &attr, nullptr));
+  std::vector<chunk::Slice> slices;
+  ASSERT_OK(m_->Read(f, 0, &slices));
+  ASSERT_EQ(slices.size(), 1u);
+  const chunk::Slice s = slices[0];
+  const std::string name = fmt::format("slice {}_{}", s.id, s.size);
+  ASSERT_OK(m_->FlushDirStats());
+  ExpectClean();
+
+  auto problems = [&] {
+    std::string all;
+    for (const auto& p : Problems()) all += p + "\n";
+    return all;
+  };
+  auto repair = [&] {
+    std::vector<std::string> changes;
+    EXPECT_OK(m_->Repair(&changes));
+    std::string all;
+    for (const auto& c : changes) all += c + "\n";
+    return all;
+  };
+  // The record lost: two lists hold the slice, the record says one.
+  ASSERT_OK(m_->WriteTree([&](TreeWriter& w) { return w.PutSliceRef(s.id, s.size, 0); }));
+  EXPECT_NE(problems().find(name + ": held by 2 chunk list(s), its reference record says 1"), std::string::npos)
+      << problems();
+  EXPECT_NE(repair().find(name + ": reference record 1 -> 2 holder(s)"), std::string::npos);
+  ExpectClean();
+
+  // Lost again, and one holder goes: the slice is queued while f holds it.
+  ASSERT_OK(m_->WriteTree([&](TreeWriter& w) { return w.PutSliceRef(s.id, s.size, 0); }));
+  ASSERT_OK(m_->Unlink(Context::Root(), kRootIno, "g"));
+  for (int round = 0; round < 3; ++round)  // a deleter that fails (an error returned): the queue keeps it
+    (void)m_->CleanupDeleted([](uint64_t, uint32_t) { return Status::Err(EIO, "store down"); }, 1000);
+  EXPECT_NE(problems().find(name + ": queued for deletion while 1 chunk list(s) hold it"), std::string::npos)
+      << problems();
+  EXPECT_NE(repair().find(name + ": taken out of the deletion queue"), std::string::npos);
+  ExpectClean();
+  EXPECT_TRUE(Cleanup().empty()) << "f's data was deleted after the repair";
+
+  // A record nobody holds (its objects would never be reclaimed).
+  ASSERT_OK(m_->WriteTree([&](TreeWriter& w) { return w.PutSliceRef(s.id + 1000, 4096, 2); }));
+  EXPECT_NE(problems().find(fmt::format("slice {}_4096: a reference record (3) but no chunk list holds it", s.id + 1000)),
+            std::string::npos)
+      << problems();
+  EXPECT_NE(repair().find("removed its reference record"), std::string::npos);
+  ExpectClean();
+  EXPECT_TRUE(repair().empty()) << "a second repair changed something";
 }
 
 TEST_P(CloneTest, ChecksPermissionsAndKeepsOwnersOnlyForRoot) {
