@@ -184,7 +184,7 @@ int Fsck(const FsckOptions& o) {
   // snapshot: a clone or compaction in between may look like a difference.
   // Such problems count only if they are still there a little later.
   auto may_lag = [](const std::string& p) {
-    return p.find("statistics") != std::string::npos || p.starts_with("slice ");
+    return p.find("statistics") != std::string::npos || p.starts_with("slice ") || p.starts_with("volume: ");
   };
   if (std::any_of(problems.begin(), problems.end(), may_lag)) {
     auto sessions = vol->meta->ListSessions();
@@ -197,19 +197,20 @@ int Fsck(const FsckOptions& o) {
       if (!st.ok()) return Fail(st.ToString());
     }
   }
-  // Statistics a client lost in a crash (its last second, docs/format.md
-  // §3c) are not damage to the tree: shown, not counted as problems.
+  // Statistics and usage counters a client lost in a crash (its last
+  // second, docs/format.md §3c) are not damage to the tree: shown, not
+  // counted as problems.
   std::vector<std::string> lagging;
   std::erase_if(problems, [&](const std::string& p) {
-    if (p.find(": statistics (length/space/entries)") == std::string::npos) return false;
+    if (p.find(": statistics (length/space/entries)") == std::string::npos && !p.starts_with("volume: ")) return false;
     lagging.push_back(p);
     return true;
   });
   for (const auto& p : lagging) std::printf("%s\n", p.c_str());
   if (!lagging.empty())
     std::fprintf(stderr,
-                 "tessera: %zu directory statistics are behind their entries (a client crashed before writing its "
-                 "last second of them); the tree is not damaged: `tessera fsck --repair` recomputes them\n",
+                 "tessera: %zu directory statistics or usage counters are behind the tree (a client crashed before "
+                 "writing its last second of them); the tree is not damaged: `tessera fsck --repair` recomputes them\n",
                  lagging.size());
   for (const auto& p : problems) std::printf("%s\n", p.c_str());
   if (!problems.empty()) return Fail(fmt::format("{} problem(s) found", problems.size()));

@@ -154,6 +154,17 @@ void CheckUsage(const std::unordered_map<Ino, Attr>& attrs, const std::vector<En
   for (auto& [ino, line] : found) problems->push_back(std::move(line));
 }
 
+void CheckCounters(const std::unordered_map<Ino, Attr>& attrs, int64_t used_space, int64_t inodes,
+                   std::vector<std::string>* problems) {
+  int64_t used = 0;
+  for (const auto& [ino, a] : attrs)
+    if (a.IsFile()) used += int64_t(Align4K(a.length));
+  if (used != used_space)
+    problems->push_back(fmt::format("volume: used space counter {}, the files add up to {}", used_space, used));
+  if (int64_t(attrs.size()) != inodes)
+    problems->push_back(fmt::format("volume: inode counter {}, the volume has {} inodes", inodes, attrs.size()));
+}
+
 void RepairUsage(const std::unordered_map<Ino, Attr>& attrs, const std::vector<EntryTriple>& entries,
                  const UsageRecords& stored, std::map<Ino, Attr>* fixed,
                  std::vector<std::function<Status(TreeWriter&)>>* ops, std::vector<std::string>* changes) {

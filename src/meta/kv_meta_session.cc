@@ -367,6 +367,13 @@ Status KvMeta::Check(std::vector<std::string>* problems) {
         CheckTree(attrs, entries, problems);
         CheckUsage(attrs, entries, usage, problems);
         CheckSlices(usage.slices, problems);
+        int64_t counters[2] = {0, 0};
+        for (int i = 0; i < 2; ++i) {
+          auto v = tx.Get(CounterKey(i == 0 ? kUsedSpace : kTotalInodes));
+          if (v.ok()) counters[i] = DecodeI64(*v);
+          else if (!v.status().not_found()) return v.status();
+        }
+        CheckCounters(attrs, counters[0], counters[1], problems);
         return Status::OK();
       },
       true);

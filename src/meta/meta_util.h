@@ -176,6 +176,9 @@ struct UsageRecords {
   std::unordered_map<Ino, ParentCounts> parents;  // each sorted by directory
   SliceHolds slices;                              // filled by Check and Repair, not ExpectedUsage
 };
+// fsck: the used-space and inode counters (as stored) against the tree.
+void CheckCounters(const std::unordered_map<Ino, Attr>& attrs, int64_t used_space, int64_t inodes,
+                   std::vector<std::string>* problems);
 // fsck: a slice queued for deletion while a chunk list holds it (its
 // objects would go from under a file), held by more lists than its
 // reference record says (removing one holder would delete the others'

@@ -989,6 +989,11 @@ Status RedisMeta::Check(std::vector<std::string>* problems) {
   CheckTree(attrs, entries, problems);
   CheckUsage(attrs, entries, usage, problems);
   CheckSlices(usage.slices, problems);
+  ASSIGN_OR_RETURN(auto counters, Cmd(kOpOther, {"MGET", keys::kUsedSpace, keys::kTotalInodes}));
+  auto num = [&](size_t i) {
+    return counters.at(i).nil() ? int64_t(0) : int64_t(std::strtoll(std::string(counters.at(i).str()).c_str(), nullptr, 10));
+  };
+  CheckCounters(attrs, num(0), num(1), problems);
   return Status::OK();
 }
 

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <algorithm>
 #include <chrono>
 #include <thread>
 #include <cstdlib>
@@ -366,6 +367,9 @@ TEST_P(DumpTest, RepairFixesWhatCheckFinds) {
   std::vector<std::string> problems;
   ASSERT_OK(src_->Check(&problems));
   EXPECT_GE(problems.size(), 4u);
+  EXPECT_TRUE(std::any_of(problems.begin(), problems.end(), [](const std::string& p) {
+    return p.starts_with("volume: used space counter 12345, the files add up to ");
+  })) << "the wrong counter was not found";
 
   std::vector<std::string> changes;
   ASSERT_OK(src_->Repair(&changes));
