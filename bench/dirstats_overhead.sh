@@ -56,10 +56,18 @@ run_one() {  # BINARY ENGINE QUOTAS -> mdbench result lines in $WORK/out
     "$t" quota set "$meta" --uid 0 --capacity 1000 --inodes 1000000000 >/dev/null
   fi
   "$t" mount "$meta" "$WORK/mnt" -d --log "$WORK/mount.log" >/dev/null 2>&1
+  local pid server=""
+  pid=$(pgrep -f -n "mount $meta $WORK/mnt") || { echo "cannot find the client process" >&2; exit 1; }
+  [ "$engine" = redis ] && server=$(pgrep -f -n "redis-server .*:${meta##*:}" || pgrep -n redis-server)
+  local c0 s0
+  c0=$(cpu_ms "$pid"); s0=$([ -n "$server" ] && cpu_ms "$server" || echo 0)
   # shellcheck disable=SC2086
   "$WORK/mdbench" -d "$WORK/mnt/md" $SHAPE >"$WORK/out"
+  CLIENT_MS=$(($(cpu_ms "$pid") - c0)); SERVER_MS=$(($([ -n "$server" ] && cpu_ms "$server" || echo 0) - s0))
   "$t" umount "$WORK/mnt"
 }
+# CPU time (user + system, ms) a process used so far.
+cpu_ms() { awk -v hz="$(getconf CLK_TCK)" '{sub(/^.*\) /, ""); print int(($12 + $13) * 1000 / hz)}' "/proc/$1/stat"; }
 declare -A rates
 phases="dir_create file_create file_remove dir_remove tree_create tree_remove"
 for engine in $ENGINES; do
@@ -73,6 +81,8 @@ for engine in $ENGINES; do
         [ -n "$r" ] || { echo "no $p result from mdbench:" >&2; cat "$WORK/out" >&2; exit 1; }
         rates[$engine,$which,$p]="${rates[$engine,$which,$p]:-} $r"
       done
+      rates[$engine,$which,client_cpu]="${rates[$engine,$which,client_cpu]:-} $CLIENT_MS"
+      rates[$engine,$which,server_cpu]="${rates[$engine,$which,server_cpu]:-} $SERVER_MS"
     done
   done
 done
@@ -87,5 +97,19 @@ for engine in $ENGINES; do
     b=$(median <<<"${rates[$engine,before,$p]}"); a=$(median <<<"${rates[$engine,after,$p]}")
     br=$(range <<<"${rates[$engine,before,$p]}"); ar=$(range <<<"${rates[$engine,after,$p]}")
     echo "| $engine | $p | $b ($br) | $a ($ar) | $(awk -v a="$a" -v b="$b" 'BEGIN {printf "%.3f", a / b}') |"
+  done
+done
+echo
+echo "CPU time of one mdbench run (all phases; ms, median and range): the client process, and redis-server."
+echo "Less noisy than the rates: another process's load slows a run but does not add to its CPU time."
+echo
+echo "| engine | process | before ms (range) | after ms (range) | after/before (medians) |"
+echo "|---|---|---:|---:|---:|"
+for engine in $ENGINES; do
+  for p in client_cpu server_cpu; do
+    [ "$engine" = sqlite ] && [ "$p" = server_cpu ] && continue
+    b=$(median <<<"${rates[$engine,before,$p]}"); a=$(median <<<"${rates[$engine,after,$p]}")
+    br=$(range <<<"${rates[$engine,before,$p]}"); ar=$(range <<<"${rates[$engine,after,$p]}")
+    echo "| $engine | ${p%_cpu} | $b ($br) | $a ($ar) | $(awk -v a="$a" -v b="$b" 'BEGIN {printf "%.3f", a / b}') |"
   done
 done
