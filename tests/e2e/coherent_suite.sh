@@ -131,5 +131,26 @@ case $ENGINE in
     [ "$(stat -c %a "$MNT2/co/h")" = 700 ] || fail "a change after the cut was not seen through mount 2"
     ;;
 esac
+if [ "$ENGINE" = redis ]; then
+  # A client that cannot watch (here: its Redis user may not subscribe) mounts
+  # with the short caches of a client that is not told of others' changes.
+  log "coherent: a client that may not subscribe keeps its kernel caches short"
+  redis-cli -u "$META" ACL SETUSER tessera-nosub on '>nosub-secret' '~*' '&*' +@all -subscribe -psubscribe \
+    -ssubscribe >/dev/null || fail "cannot create the Redis user"
+  MNT3=$WORK/mnt3
+  mkdir -p "$MNT3"
+  "$TESSERA" mount "${META/redis:\/\//redis://tessera-nosub:nosub-secret@}" "$MNT3" -d --log "$WORK/mount3.log" ||
+    fail "a client that may not subscribe did not mount"
+  grep -q "kernel caches stay short" "$WORK/mount3.log" ||
+    fail "mount 3 did not say its caches stay short: $(tail -3 "$WORK/mount3.log")"
+  if grep -q "coherent kernel caches:" "$WORK/mount3.log"; then fail "mount 3 claims coherent caches it cannot keep"; fi
+  if grep -q "nosub-secret" "$WORK/mount3.log"; then fail "mount 3's log shows the Redis password"; fi
+  [ "$(stat -c %a "$MNT3/co/h")" = 700 ] || fail "mount 3 reads a wrong mode"
+  chmod 750 "$MNT/co/h"
+  for _ in $(seq 1 30); do [ "$(stat -c %a "$MNT3/co/h")" = 750 ] && break; sleep 0.1; done
+  [ "$(stat -c %a "$MNT3/co/h")" = 750 ] || fail "a change was not seen through mount 3 within 3 s (short caches)"
+  "$TESSERA" umount "$MNT3"
+  redis-cli -u "$META" ACL DELUSER tessera-nosub >/dev/null
+fi
 "$TESSERA" umount "$MNT2"
 rm -rf "$MNT/co"
