@@ -8,7 +8,7 @@
 // idempotent, and a function call that changes state (Call with mutating)
 // carries an operation id, (connection key, sequence number), fixed at its
 // first attempt. The function records its reply under the connection key
-// (src/meta/redis_functions.lua, `wrap`); a resend of the same operation,
+// (src/meta/redis_functions_admin.lua, `wrap`); a resend of the same operation,
 // after a connection broke with the reply lost, answers from that record
 // instead of running again. A connection runs one request at a time, so only
 // its last operation can be in doubt, and a broken connection is never used
@@ -110,7 +110,7 @@ class Client {
   uint64_t requests() const { return requests_.load(std::memory_order_relaxed); }
   const Options& options() const { return opts_; }
   // This client's connection keys start with it: the Redis functions name
-  // the caller of a change with it (redis_functions.lua, `publish`).
+  // the caller of a change with it (redis_functions_admin.lua, `publish`).
   const std::string& origin() const { return conn_prefix_; }
 
  private:

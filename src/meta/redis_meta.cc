@@ -18,7 +18,7 @@ using chunk::Slice;
 
 namespace {
 
-// The function library (src/meta/redis_functions.lua), embedded at build time.
+// The function library (src/meta/redis_functions*.lua), embedded at build time.
 constexpr char kLibrary[] =
 #include "redis_functions.inc"
     ;
@@ -121,7 +121,7 @@ Result<redis::Reply> RedisMeta::Cmd(Op op, const std::vector<std::string_view>& 
 }
 
 Result<redis::Reply> RedisMeta::Fcall(Op op, const char* fn, const std::vector<std::string_view>& args) {
-  // Functions registered with no-writes (redis_functions.lua); every other
+  // Functions registered with no-writes (redis_functions_admin.lua); every other
   // one changes state and is sent with an operation id (redis_client.h).
   static const std::set<std::string_view> kReadOnly = {"lookup", "readdir", "getxattr", "listxattr", "getlk", "dump_inodes",
                                                              "dir_stats", "quota_list"};
@@ -778,7 +778,7 @@ class RedisTreeReader final : public TreeReader {
 };
 
 // Collects the records of one batch as the arguments of one FCALL of
-// tessera_load (redis_functions.lua).
+// tessera_load (redis_functions_admin.lua).
 class RedisTreeWriter final : public TreeWriter {
  public:
   Status PutInode(const InodeRecord& rec) override {
