@@ -124,7 +124,7 @@ inline constexpr Ino kVolumeUsage = 0;
 uint64_t NewClientId();
 
 // The changes this client made to directory statistics and has not written
-// to the engine yet (engines that batch them: KvMeta). Self-synchronised.
+// to the engine yet (KvMeta and RedisMeta batch them). Self-synchronised.
 class DirStatBuffer {
  public:
   void Merge(const StatDeltas& deltas);

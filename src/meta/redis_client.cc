@@ -148,7 +148,12 @@ std::string_view Reply::str() const {
   if (!r_ || (r_->type != REDIS_REPLY_STRING && r_->type != REDIS_REPLY_STATUS)) return {};
   return std::string_view(r_->str, r_->len);
 }
-size_t Reply::size() const { return is_array() ? r_->elements : 0; }
+size_t Reply::size() const { return is_array() ? r_->elements - std::min(hidden_, r_->elements) : 0; }
+Reply Reply::WithoutLast() const {
+  Reply out = *this;
+  if (size() > 0) ++out.hidden_;
+  return out;
+}
 Reply Reply::at(size_t i) const {
   Reply out;
   if (i < size()) {

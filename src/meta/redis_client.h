@@ -78,10 +78,13 @@ class Reply {
   std::string_view str() const;  // STRING/STATUS replies ("" for nil)
   size_t size() const;           // ARRAY elements
   Reply at(size_t i) const;      // a view into this reply's element i
+  // This ARRAY without its last element (a view; nothing is copied).
+  Reply WithoutLast() const;
 
  private:
   std::shared_ptr<redisReply> root_;  // owns the whole tree
   redisReply* r_ = nullptr;           // the node this view shows
+  size_t hidden_ = 0;                 // trailing ARRAY elements this view leaves out
 };
 
 // Connects to opts' server and authenticates, blocking (bounded by its

@@ -25,7 +25,9 @@
 --   sessions / heartbeat      hash sid -> JSON / zset sid -> unix seconds
 --   ss<sid> / sl<sid>         sets: inodes unlinked while open / locked, per session
 --   o<client>.<n>             the last operation record of a connection (see `wrap`)
---   u<dir>                    hash: directory statistics l (length), s (space), i (entries)
+--   u<dir>                    hash: directory statistics l (length), s (space), i (entries),
+--                             written by clients about once a second (flush_stats)
+--   V<client>                 the sequence number of a client instance's last flush_stats
 --   p<ino>                    hash: parent dir -> names there, of a file with several names
 --   slicerefs                 hash "<id>_<size>" -> extra chunk lists holding a slice (clones)
 --   Q<kind>_<id> / quotas     hash: a quota's limits and usage / set of the quotas
@@ -132,13 +134,29 @@ local function align4k(n) return math.ceil(n / 4096) * 4096 end
 
 -- ---------------------------------------------------------------- usage
 
--- Directory statistics (meta.h, DirStat), kept inside each function: exact,
--- no extra round trip.
+-- Directory statistics (meta.h, DirStat): a call gathers what it changes
+-- here, `wrap` returns it to the client as the reply's last element, and the
+-- client adds it up and writes it about once a second (flush_stats), as the
+-- SQL engines do: no statistics write inside each operation.
+local stat_deltas, stat_dirs = {}, {}
 local function stat_add(dir, l, s, i)
-  local k = key('u', dir)
-  if l ~= 0 then redis.call('HINCRBY', k, 'l', string.format('%d', l)) end
-  if s ~= 0 then redis.call('HINCRBY', k, 's', string.format('%d', s)) end
-  if i ~= 0 then redis.call('HINCRBY', k, 'i', string.format('%d', i)) end
+  local d = stat_deltas[dir]
+  if not d then
+    d = { 0, 0, 0 }
+    stat_deltas[dir] = d
+    stat_dirs[#stat_dirs + 1] = dir
+  end
+  d[1], d[2], d[3] = d[1] + l, d[2] + s, d[3] + i
+end
+-- The reply element: 'TSTAT' and 32 bytes per directory (inode, length,
+-- space, entries; big-endian signed 64-bit).
+local function encode_stat_deltas()
+  local parts = { 'TSTAT' }
+  for _, dir in ipairs(stat_dirs) do
+    local d = stat_deltas[dir]
+    parts[#parts + 1] = struct.pack('>i8i8i8i8', dir, d[1], d[2], d[3])
+  end
+  return table.concat(parts)
 end
 -- An entry naming `a` added to (sign 1) or removed from (-1) directory dir.
 local function charge_entry(dir, a, sign)

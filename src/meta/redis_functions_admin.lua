@@ -512,9 +512,38 @@ local function publish(opkey)
   redis.call('PUBLISH', ch, payload)
 end
 
+-- A client's gathered statistics (stat_add), written about once a second:
+-- args = client id, this flush's sequence number, the sequence number of a
+-- flush whose outcome the client never heard of (0: none), how many of the
+-- records are that flush's, then records of 4 (directory, length, space,
+-- entries), the doubtful flush's first. Those are applied only if that flush
+-- left no mark (it did not land): never lost, never counted twice. A
+-- directory removed meanwhile is skipped (its record went with it).
+local function flush_stats(args)
+  local mark = 'V' .. args[1]
+  local doubtful = tonumber(args[4])
+  local landed = args[3] ~= '0' and redis.call('GET', mark) == args[3]
+  local r = 0
+  for i = 5, #args - 3, 4 do
+    if not (landed and r < doubtful) then
+      local raw = redis.call('GET', 'i' .. args[i])
+      if raw and is_dir(decode_attr(raw)) then
+        local k = 'u' .. args[i]
+        if args[i + 1] ~= '0' then redis.call('HINCRBY', k, 'l', args[i + 1]) end
+        if args[i + 2] ~= '0' then redis.call('HINCRBY', k, 's', args[i + 2]) end
+        if args[i + 3] ~= '0' then redis.call('HINCRBY', k, 'i', args[i + 3]) end
+      end
+    end
+    r = r + 1
+  end
+  redis.call('SET', mark, args[2], 'EX', 86400)
+  return { 0 }
+end
+
 local function wrap(fn, readonly)
   return function(keys, args)
     changes = {}
+    stat_deltas, stat_dirs = {}, {}
     local opkey, seq
     if not readonly then
       opkey, seq = keys[1], keys[2]
@@ -531,6 +560,7 @@ local function wrap(fn, readonly)
       res = { res.tessera_errno }
     end
     if not readonly then
+      if res[1] == 0 and #stat_dirs > 0 then res[#res + 1] = encode_stat_deltas() end
       redis.call('SET', opkey, cmsgpack.pack({ seq, res }), 'PX', OP_TTL_MS)
       publish(opkey)
     end
@@ -548,6 +578,7 @@ end
 
 register('lookup', lookup, true)
 register('mknod', mknod)
+register('flush_stats', flush_stats)
 register('unlink', unlink)
 register('rmdir', rmdir)
 register('rename', rename)

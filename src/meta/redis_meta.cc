@@ -80,7 +80,13 @@ RedisMeta::RedisMeta(std::unique_ptr<redis::Client> client)
       inode_ids_(kInodeBatch, [this](uint64_t batch) { return Incr(keys::kNextInode, int64_t(batch)); }),
       slice_ids_(kSliceBatch, [this](uint64_t batch) { return Incr(keys::kNextSlice, int64_t(batch)); }) {}
 
-RedisMeta::~RedisMeta() { StopWatching(); }
+RedisMeta::~RedisMeta() {
+  StopWatching();
+  // A client that ends without crashing loses no statistics (the VFS has
+  // flushed already; this covers tools and tests).
+  Status st = FlushDirStats();
+  if (!st.ok()) LOG_WARN("writing directory statistics at exit: {} (tessera fsck --repair recounts them)", st.ToString());
+}
 
 Result<std::unique_ptr<Meta>> RedisMeta::Open(const std::string& url) {
   ASSIGN_OR_RETURN(auto opts, redis::Options::Parse(url));
@@ -131,7 +137,51 @@ Result<redis::Reply> RedisMeta::Fcall(Op op, const char* fn, const std::vector<s
                    client_->Call(name, args, kReadOnly.count(fn) == 0, {"FUNCTION", "LOAD", "REPLACE", kLibrary}));
   if (!r.is_array() || r.size() == 0) return Status::Err(EIO, "redis: malformed reply from " + name);
   if (int64_t err = r.at(0).integer(); err != 0) return Status::Err(int(err));
+  // What the call changed in directory statistics, as its last element
+  // (redis_functions.lua, stat_add): gathered here, written by FlushDirStats.
+  if (r.size() > 1) {
+    const std::string_view last = r.at(r.size() - 1).str();
+    constexpr std::string_view kTag = "TSTAT";
+    if (last.starts_with(kTag) && (last.size() - kTag.size()) % 32 == 0 && !r.at(r.size() - 1).is_array()) {
+      StatDeltas deltas;
+      for (size_t at = kTag.size(); at < last.size(); at += 32) {
+        auto i64 = [&](size_t k) { return int64_t(kv::ReadU64BE(last.substr(at + 8 * k, 8))); };
+        deltas.emplace_back(Ino(i64(0)), DirStat{i64(1), i64(2), i64(3)});
+      }
+      dirstats_.Merge(deltas);
+      return r.WithoutLast();
+    }
+  }
   return r;
+}
+
+Status RedisMeta::FlushDirStats() {
+  // One flush at a time: a second caller (Check, unmount) returns once the
+  // changes in flight are in the engine too.
+  std::lock_guard<std::mutex> flushing(flush_mu_);
+  auto pending = dirstats_.Take();
+  if (pending.empty() && doubtful_.empty()) return Status::OK();
+  const uint64_t seq = ++flush_seq_;
+  Args a;
+  a.Num(client_id_).Num(seq).Num(doubtful_.empty() ? 0 : doubtful_seq_).Num(doubtful_.size());
+  auto put = [&](Ino dir, const DirStat& d) {
+    a.Num(dir).Own(std::to_string(d.length)).Own(std::to_string(d.space)).Own(std::to_string(d.inodes));
+  };
+  for (const auto& [dir, d] : doubtful_) put(dir, d);
+  for (const auto& [dir, d] : pending) put(dir, d);
+  Status st = Fcall(kOpOther, "flush_stats", a.views()).status();
+  if (st.ok()) {
+    doubtful_.clear();
+    dirstats_.Done();
+  } else if (st.outcome_unknown()) {
+    // Maybe written: the next flush sends these again, applied only if this
+    // one's mark is not there (never lost, never twice).
+    for (const auto& [dir, d] : pending) doubtful_[dir] += d;
+    doubtful_seq_ = seq;
+  } else {
+    dirstats_.Restore(pending);  // not written: tried again at the next flush
+  }
+  return st;
 }
 
 Result<int64_t> RedisMeta::Incr(const char* counter, int64_t delta) {
@@ -877,9 +927,11 @@ Status RedisMeta::GetDirStats(const std::vector<Ino>& dirs, std::vector<DirStat>
     ASSIGN_OR_RETURN(auto r, Fcall(kOpOther, "dir_stats", a.views()));
     const auto& v = r.at(1);
     if (v.size() != 3 * (to - from)) return Status::Err(EIO, "redis: malformed reply from tessera_dir_stats");
-    for (size_t i = from; i < to; ++i)
+    for (size_t i = from; i < to; ++i) {
       (*out)[i] = DirStat{v.at(3 * (i - from)).integer(), v.at(3 * (i - from) + 1).integer(),
                           v.at(3 * (i - from) + 2).integer()};
+      (*out)[i] += dirstats_.Pending(dirs[i]);  // this client's changes not flushed yet
+    }
   }
   return Status::OK();
 }
@@ -981,6 +1033,7 @@ Status RedisMeta::CollectTree(std::unordered_map<Ino, Attr>* attrs_out, std::vec
 }
 
 Status RedisMeta::Check(std::vector<std::string>* problems) {
+  RETURN_IF_ERROR(FlushDirStats());
   problems->clear();
   std::unordered_map<Ino, Attr> attrs;
   std::vector<EntryTriple> entries;
@@ -998,6 +1051,7 @@ Status RedisMeta::Check(std::vector<std::string>* problems) {
 }
 
 Status RedisMeta::Repair(std::vector<std::string>* changes) {
+  RETURN_IF_ERROR(FlushDirStats());
   std::unordered_map<Ino, Attr> attrs;
   std::vector<EntryTriple> entries;
   UsageRecords usage;

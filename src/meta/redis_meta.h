@@ -91,6 +91,7 @@ class RedisMeta final : public Meta {
   Status WriteTree(const std::function<Status(TreeWriter&)>& fn) override;
   Result<bool> IsEmpty() override;
   Status GetDirStats(const std::vector<Ino>& dirs, std::vector<DirStat>* out) override;
+  Status FlushDirStats() override;
   Status Clone(const Context& ctx, Ino src, Ino parent, const std::string& name, uint32_t cumask, bool preserve,
                Ino* ino, Attr* attr, uint64_t* entries) override;
   Status ListQuotas(std::vector<std::pair<QuotaKey, Quota>>* out) override;
@@ -151,6 +152,16 @@ class RedisMeta final : public Meta {
   std::atomic<uint64_t> sid_{0};
   std::mutex session_mu_;
   SessionInfo session_;  // as stored by NewSession and Heartbeat; guarded by session_mu_
+  // Directory statistics the functions' replies reported (redis_functions.lua,
+  // stat_add), written by FlushDirStats.
+  DirStatBuffer dirstats_;
+  std::mutex flush_mu_;  // held from taking dirstats_ until its flush is settled
+  // A flush of unknown outcome: its changes and sequence number (flush_stats
+  // applies them only if its mark is not there). Guarded by flush_mu_.
+  std::unordered_map<Ino, DirStat> doubtful_;
+  uint64_t doubtful_seq_ = 0;
+  uint64_t flush_seq_ = 0;
+  const uint64_t client_id_ = NewClientId();
   Format format_;          // set by Init/Load before use
   VolumeLimits limits_;    // set by Load, refreshed by Heartbeat
 };
