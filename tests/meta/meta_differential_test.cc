@@ -422,8 +422,18 @@ class MetaDifferentialTest : public ::testing::TestWithParam<std::string> {
       failed += oa.code > 0;
       if (i % 50 == 49 || i == ops - 1) {
         ASSERT_EQ(a.Dump(), b.Dump()) << "seed " << seed << " after step " << i << " " << oa.op;
+        // Statistics written on the way (with Redis's lost replies: retried,
+        // counted once).
+        ASSERT_TRUE(test->FlushDirStats().ok()) << "seed " << seed << " step " << i;
       }
     }
+    // The engine's own invariants hold: directory statistics and parent
+    // records, usage counters, slices' holders.
+    std::vector<std::string> problems;
+    ASSERT_TRUE(test->Check(&problems).ok());
+    std::string all;
+    for (const auto& p : problems) all += p + "\n";
+    EXPECT_TRUE(problems.empty()) << "seed " << seed << ":\n" << all;
     // The sequence must mean something: most operations ran, many failed.
     EXPECT_LT(skipped, ops / 2) << "seed " << seed;
     EXPECT_GT(failed, ops / 20) << "seed " << seed;
