@@ -148,8 +148,9 @@ local function stat_add(dir, l, s, i)
   end
   d[1], d[2], d[3] = d[1] + l, d[2] + s, d[3] + i
 end
--- The reply element: 'TSTAT' and 32 bytes per directory (inode, length,
--- space, entries; big-endian signed 64-bit).
+-- The last element of every successful state-changing call's reply:
+-- 'TSTAT' and 32 bytes per directory (inode, length, space, entries;
+-- big-endian signed 64-bit).
 local function encode_stat_deltas()
   local parts = { 'TSTAT' }
   for _, dir in ipairs(stat_dirs) do

@@ -560,7 +560,7 @@ local function wrap(fn, readonly)
       res = { res.tessera_errno }
     end
     if not readonly then
-      if res[1] == 0 and #stat_dirs > 0 then res[#res + 1] = encode_stat_deltas() end
+      if res[1] == 0 then res[#res + 1] = encode_stat_deltas() end  -- always: the client strips it
       redis.call('SET', opkey, cmsgpack.pack({ seq, res }), 'PX', OP_TTL_MS)
       publish(opkey)
     end

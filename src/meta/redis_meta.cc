@@ -137,22 +137,21 @@ Result<redis::Reply> RedisMeta::Fcall(Op op, const char* fn, const std::vector<s
                    client_->Call(name, args, kReadOnly.count(fn) == 0, {"FUNCTION", "LOAD", "REPLACE", kLibrary}));
   if (!r.is_array() || r.size() == 0) return Status::Err(EIO, "redis: malformed reply from " + name);
   if (int64_t err = r.at(0).integer(); err != 0) return Status::Err(int(err));
-  // What the call changed in directory statistics, as its last element
-  // (redis_functions.lua, stat_add): gathered here, written by FlushDirStats.
-  if (r.size() > 1) {
-    const std::string_view last = r.at(r.size() - 1).str();
-    constexpr std::string_view kTag = "TSTAT";
-    if (last.starts_with(kTag) && (last.size() - kTag.size()) % 32 == 0 && !r.at(r.size() - 1).is_array()) {
-      StatDeltas deltas;
-      for (size_t at = kTag.size(); at < last.size(); at += 32) {
-        auto i64 = [&](size_t k) { return int64_t(kv::ReadU64BE(last.substr(at + 8 * k, 8))); };
-        deltas.emplace_back(Ino(i64(0)), DirStat{i64(1), i64(2), i64(3)});
-      }
-      dirstats_.Merge(deltas);
-      return r.WithoutLast();
-    }
+  if (kReadOnly.count(fn) != 0) return r;
+  // What a state-changing call changed in directory statistics, always its
+  // last element (redis_functions.lua, stat_add): gathered here, written by
+  // FlushDirStats; the caller reads the reply without it.
+  constexpr std::string_view kTag = "TSTAT";
+  const std::string_view last = r.size() > 1 ? r.at(r.size() - 1).str() : std::string_view();
+  if (!last.starts_with(kTag) || (last.size() - kTag.size()) % 32 != 0)
+    return Status::Err(EIO, "redis: reply from " + name + " lacks its statistics (a library of another version?)");
+  StatDeltas deltas;
+  for (size_t at = kTag.size(); at < last.size(); at += 32) {
+    auto i64 = [&](size_t k) { return int64_t(kv::ReadU64BE(last.substr(at + 8 * k, 8))); };
+    deltas.emplace_back(Ino(i64(0)), DirStat{i64(1), i64(2), i64(3)});
   }
-  return r;
+  dirstats_.Merge(deltas);
+  return r.WithoutLast();
 }
 
 Status RedisMeta::FlushDirStats() {
