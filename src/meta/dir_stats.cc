@@ -154,6 +154,19 @@ void CheckUsage(const std::unordered_map<Ino, Attr>& attrs, const std::vector<En
   for (auto& [ino, line] : found) problems->push_back(std::move(line));
 }
 
+void SettleFlush(const Status& st, const std::unordered_map<Ino, DirStat>& taken, uint64_t seq, DirStatBuffer* buffer,
+                 std::unordered_map<Ino, DirStat>* doubtful, uint64_t* doubtful_seq) {
+  if (st.ok()) {
+    doubtful->clear();
+    buffer->Done();
+  } else if (st.outcome_unknown()) {
+    for (const auto& [dir, d] : taken) (*doubtful)[dir] += d;
+    *doubtful_seq = seq;
+  } else {
+    buffer->Restore(taken);  // not written: tried again at the next flush
+  }
+}
+
 void CheckCounters(const std::unordered_map<Ino, Attr>& attrs, int64_t used_space, int64_t inodes,
                    std::vector<std::string>* problems) {
   int64_t used = 0;

@@ -334,17 +334,7 @@ Status KvMeta::FlushDirStats() {
     }
     return tx.Put(mark, EncodeI64(int64_t(seq)));  // tells a later flush that this one landed
   });
-  if (st.ok()) {
-    doubtful_.clear();
-    dirstats_.Done();
-  } else if (st.outcome_unknown()) {
-    // Maybe written: the next flush looks for this one's mark, and applies
-    // these changes only if it is not there (never lost, never twice).
-    for (const auto& [dir, d] : pending) doubtful_[dir] += d;
-    doubtful_seq_ = seq;
-  } else {
-    dirstats_.Restore(pending);  // not written: tried again at the next flush
-  }
+  SettleFlush(st, pending, seq, &dirstats_, &doubtful_, &doubtful_seq_);
   return st;
 }
 

@@ -53,18 +53,16 @@ Status KvMeta::Heartbeat(const SessionLoad& load) {
   const uint64_t sid = sid_;
   if (sid == 0) return Status::OK();
   std::lock_guard g(session_mu_);
-  SessionInfo record = session_;
-  record.load = load;
-  const bool changed = record.sid == sid && !(load == session_.load);
+  const std::string record = HeartbeatRecord(session_, sid, load);
   std::string settings;
   RETURN_IF_ERROR(engine_->Run([&](kv::Txn& tx) {
     RETURN_IF_ERROR(LiveSessionTx(tx, sid));
     auto v = tx.Get(kSettingKey);  // `tessera config` may have changed the limits
     if (v.ok()) settings = std::move(*v);
-    if (changed) RETURN_IF_ERROR(tx.Put(SessionKey(sid), EncodeSession(record)));
+    if (!record.empty()) RETURN_IF_ERROR(tx.Put(SessionKey(sid), record));
     return tx.Put(HeartbeatKey(sid), EncodeI64(Now().sec));
   }));
-  if (changed) session_.load = load;
+  if (!record.empty()) session_.load = load;
   if (auto f = Format::FromJson(settings); f.ok()) limits_.Set(*f);
   return Status::OK();
 }

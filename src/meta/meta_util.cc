@@ -14,6 +14,7 @@
 
 #include "common/log.h"
 #include "common/parallel.h"
+#include "meta/encoding.h"
 
 namespace tessera::meta {
 
@@ -171,6 +172,13 @@ SessionInfo CompleteSession(const SessionInfo& in) {
   if (info.host.empty()) info.host = HostName();
   if (info.pid == 0) info.pid = uint32_t(getpid());
   return info;
+}
+
+std::string HeartbeatRecord(const SessionInfo& stored, uint64_t sid, const SessionLoad& load) {
+  if (stored.sid != sid || load == stored.load) return "";
+  SessionInfo record = stored;
+  record.load = load;
+  return EncodeSession(record);
 }
 
 bool SessionDead(const SessionInfo& s, int64_t now, int64_t timeout_sec) {

@@ -146,6 +146,13 @@ class DirStatBuffer {
   std::unordered_map<Ino, DirStat> inflight_;  // guarded by mu_: taken, flush not done
 };
 
+// After a flush of `taken` (the buffer's Take, sequence number seq) ended
+// with st: done on success; on an unknown outcome the changes join
+// *doubtful (the next flush applies them only if seq's mark is not in the
+// engine: never lost, never twice); otherwise they go back to the buffer.
+void SettleFlush(const Status& st, const std::unordered_map<Ino, DirStat>& taken, uint64_t seq, DirStatBuffer* buffer,
+                 std::unordered_map<Ino, DirStat>* doubtful, uint64_t* doubtful_seq);
+
 // Fills StatFs from the used-space and inode counters and the limits.
 void FillStatFs(uint64_t capacity, uint64_t inode_limit, int64_t used, int64_t inodes, StatFs* out);
 
@@ -217,6 +224,9 @@ bool ProcessAlive(uint32_t pid);
 std::string HostName();
 // Host and pid filled in when missing.
 SessionInfo CompleteSession(const SessionInfo& in);
+// The record a heartbeat of session sid carrying `load` stores: the stored
+// record with the new load, or "" when the stored one has it already.
+std::string HeartbeatRecord(const SessionInfo& stored, uint64_t sid, const SessionLoad& load);
 
 
 // Inode references held by this client: kernel lookups plus opens. An inode

@@ -169,17 +169,7 @@ Status RedisMeta::FlushDirStats() {
   for (const auto& [dir, d] : doubtful_) put(dir, d);
   for (const auto& [dir, d] : pending) put(dir, d);
   Status st = Fcall(kOpOther, "flush_stats", a.views()).status();
-  if (st.ok()) {
-    doubtful_.clear();
-    dirstats_.Done();
-  } else if (st.outcome_unknown()) {
-    // Maybe written: the next flush sends these again, applied only if this
-    // one's mark is not there (never lost, never twice).
-    for (const auto& [dir, d] : pending) doubtful_[dir] += d;
-    doubtful_seq_ = seq;
-  } else {
-    dirstats_.Restore(pending);  // not written: tried again at the next flush
-  }
+  SettleFlush(st, pending, seq, &dirstats_, &doubtful_, &doubtful_seq_);
   return st;
 }
 
@@ -327,14 +317,12 @@ Status RedisMeta::Heartbeat(const SessionLoad& load) {
   const uint64_t sid = sid_;
   if (sid == 0) return Status::OK();
   std::lock_guard g(session_mu_);
-  SessionInfo record = session_;
-  record.load = load;
-  const bool changed = record.sid == sid && !(load == session_.load);
+  std::string record = HeartbeatRecord(session_, sid, load);
   Args args;
   args.Num(sid).Own(std::to_string(Now().sec));
-  if (changed) args.Own(EncodeSession(record));  // stored only while the session lives
+  if (!record.empty()) args.Own(record);  // stored only while the session lives
   RETURN_IF_ERROR(Fcall(kOpSession, "heartbeat", args.views()).status());
-  if (changed) session_.load = load;
+  if (!record.empty()) session_.load = load;
   // `tessera config` may have changed the limits.
   ASSIGN_OR_RETURN(auto r, Cmd(kOpSession, {"GET", keys::kSettingKey}));
   if (!r.nil())
@@ -609,21 +597,11 @@ Status RedisMeta::Read(Ino ino, uint32_t chunk_index, std::vector<Slice>* slices
 }
 
 Status RedisMeta::ScanAllSlices(const SliceVisitor& visit) {
-  // Chunk lists (c<ino>_<idx>), a SCAN page at a time, then the deletion queue.
-  std::string cursor = "0";
-  do {
-    ASSIGN_OR_RETURN(auto page, Cmd(kOpOther, {"SCAN", cursor, "MATCH", "c[0-9]*_[0-9]*", "COUNT", "1000"}));
-    cursor = std::string(page.at(0).str());
-    redis::Reply keys = page.at(1);
-    if (keys.size() == 0) continue;
-    Args get;
-    get.Str("MGET");
-    for (size_t i = 0; i < keys.size(); ++i) get.Own(std::string(keys.at(i).str()));
-    ASSIGN_OR_RETURN(auto values, Cmd(kOpOther, get.views()));
-    for (size_t i = 0; i < values.size(); ++i)
-      for (const Slice& s : chunk::DecodeSlices(values.at(i).str()))
-        if (s.id != 0) visit(s.id, s.size, false);
-  } while (cursor != "0");
+  // Chunk lists, then the deletion queue.
+  RETURN_IF_ERROR(ForEachChunkList([&](std::string_view list) {
+    for (const Slice& s : chunk::DecodeSlices(list))
+      if (s.id != 0) visit(s.id, s.size, false);
+  }));
   for (int64_t start = 0;; start += 10000) {
     ASSIGN_OR_RETURN(auto queued, Cmd(kOpOther, {"ZRANGE", "delslices", std::to_string(start),
                                                  std::to_string(start + 9999)}));
@@ -637,7 +615,8 @@ Status RedisMeta::ScanAllSlices(const SliceVisitor& visit) {
   return Status::OK();
 }
 
-Status RedisMeta::CollectSlices(SliceHolds* holds) {
+Status RedisMeta::ForEachChunkList(const std::function<void(std::string_view list)>& fn) {
+  // c<ino>_<idx> keys, a SCAN page at a time, their values in one MGET each.
   std::string cursor = "0";
   do {
     ASSIGN_OR_RETURN(auto page, Cmd(kOpOther, {"SCAN", cursor, "MATCH", "c[0-9]*_[0-9]*", "COUNT", "1000"}));
@@ -649,8 +628,13 @@ Status RedisMeta::CollectSlices(SliceHolds* holds) {
     for (size_t i = 0; i < keys.size(); ++i) get.Own(std::string(keys.at(i).str()));
     ASSIGN_OR_RETURN(auto values, Cmd(kOpOther, get.views()));
     for (size_t i = 0; i < values.size(); ++i)
-      if (!values.at(i).nil()) HoldSlices(values.at(i).str(), holds);
+      if (!values.at(i).nil()) fn(values.at(i).str());  // removed since the SCAN
   } while (cursor != "0");
+  return Status::OK();
+}
+
+Status RedisMeta::CollectSlices(SliceHolds* holds) {
+  RETURN_IF_ERROR(ForEachChunkList([&](std::string_view list) { HoldSlices(list, holds); }));
   auto slice_of = [](std::string_view m) -> std::pair<uint64_t, uint32_t> {
     const auto sep = m.find('_');
     if (sep == std::string_view::npos) return {0, 0};

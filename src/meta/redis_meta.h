@@ -9,6 +9,7 @@
 #include <array>
 #include <initializer_list>
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <mutex>
 
@@ -115,6 +116,8 @@ class RedisMeta final : public Meta {
   Result<redis::Reply> Fcall(Op op, const char* fn, const std::vector<std::string_view>& args);
   Status LoadFunctions();
   // Every inode's attributes and every directory entry (fsck; not a snapshot).
+  // Calls fn with every chunk list's value (gc, fsck).
+  Status ForEachChunkList(const std::function<void(std::string_view list)>& fn);
   // fsck: every slice's chunk lists, reference record and queued deletions.
   Status CollectSlices(SliceHolds* holds);
   Status CollectTree(std::unordered_map<Ino, Attr>* attrs, std::vector<EntryTriple>* entries, UsageRecords* usage,
