@@ -412,5 +412,44 @@ TEST_F(RedisMetaTest, HugeDirectoryListsInPages) {
   EXPECT_EQ(seen, N + 1);
 }
 
+// tessera_flush_stats (redis_functions_admin.lua): a flush whose outcome the
+// client never heard of is sent again with the next one, and counted only
+// if its mark says it did not land; a directory removed meanwhile is skipped.
+TEST_F(RedisMetaTest, FlushOfUnknownOutcomeCountsOnce) {
+  const Context root = Context::Root();
+  Ino d = 0;
+  Attr attr;
+  ASSERT_OK(m_->Mknod(root, kRootIno, "d", S_IFDIR | 0755, 0, 0, "", &d, &attr));
+  ASSERT_OK(m_->FlushDirStats());
+  std::vector<DirStat> before;
+  ASSERT_OK(m_->GetDirStats({d}, &before));
+  const std::string dir = std::to_string(d);
+  int op = 0;
+  auto flush = [&](const char* seq, const char* doubtful_seq, const char* doubtful, std::vector<std::string> records) {
+    const std::string opseq = std::to_string(++op);
+    std::vector<std::string_view> argv = {"FCALL", "tessera_flush_stats", "2", "otest.0", opseq, "77", seq, doubtful_seq,
+                                          doubtful};
+    for (const auto& r : records) argv.push_back(r);
+    auto r = Admin(argv);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    ASSERT_EQ(r->at(0).integer(), 0);
+  };
+  auto entries = [&] {
+    std::vector<DirStat> now;
+    EXPECT_TRUE(m_->GetDirStats({d}, &now).ok());
+    return now.at(0).inodes - before.at(0).inodes;
+  };
+  flush("1", "0", "0", {dir, "0", "0", "1"});  // lands; its reply is "lost"
+  EXPECT_EQ(entries(), 1);
+  flush("2", "1", "1", {dir, "0", "0", "1", dir, "0", "0", "10"});  // flush 1 landed: only the new 10
+  EXPECT_EQ(entries(), 11);
+  flush("3", "9", "1", {dir, "0", "0", "100"});  // flush 9 never landed: counted now
+  EXPECT_EQ(entries(), 111);
+  flush("4", "0", "0", {"999999", "5", "5", "5"});  // no such directory: skipped
+  auto gone = Admin({"EXISTS", "u999999"});
+  ASSERT_TRUE(gone.ok());
+  EXPECT_EQ(gone->integer(), 0) << "a statistics record made for a directory that does not exist";
+}
+
 }  // namespace
 }  // namespace tessera::meta
