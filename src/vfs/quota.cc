@@ -1,6 +1,7 @@
 #include "vfs/quota.h"
 
 #include <cerrno>
+#include <chrono>
 
 namespace tessera::vfs {
 
@@ -11,10 +12,18 @@ using meta::QuotaKind;
 using meta::QuotaUsage;
 
 namespace {
-// Directory parents learnt from the engine are forgotten this often (syncs),
-// so that a directory another client moved is charged to its new
-// ancestors after at most this many sync periods.
+// Without reports of other clients' changes, directory parents learnt from
+// the engine are forgotten this often (syncs), so that a directory another
+// client moved is charged to its new ancestors after at most this many sync
+// periods.
 constexpr int kParentCacheSyncs = 5;
+// A bound on the parents kept (a tree of millions of directories).
+constexpr size_t kMaxParents = 1 << 20;
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 // Deeper than this, a parent chain is taken as broken (a loop).
 constexpr int kMaxDepth = 4096;
 
@@ -55,8 +64,36 @@ Status QuotaTracker::Sync() {
   active_.store(!quotas_.empty(), std::memory_order_relaxed);
   has_dir_.store(dir, std::memory_order_relaxed);
   has_owner_.store(owner, std::memory_order_relaxed);
-  if (++syncs_ % kParentCacheSyncs == 0 || !dir) parents_.clear();
+  ++syncs_;
+  if (!dir || parents_.size() > kMaxParents) {
+    parents_.clear();
+  } else if (!parents_trusted_) {
+    // Once reports are trusted, one last drop forgets what was learnt
+    // before; from then on reports keep the cache (OthersChanged).
+    const bool watched = watched_from_ms_ != 0 && NowMs() >= watched_from_ms_;
+    if (watched || syncs_ % kParentCacheSyncs == 0) parents_.clear();
+    parents_trusted_ = watched;
+  }
   return Status::OK();
+}
+
+void QuotaTracker::WatchStarted(int grace_ms) {
+  std::lock_guard<std::mutex> g(mu_);
+  watched_from_ms_ = NowMs() + std::max(grace_ms, 0);
+  parents_trusted_ = false;
+}
+
+void QuotaTracker::OthersChanged(const std::vector<meta::Change>& changes, bool lost, int64_t brief_ms) {
+  std::lock_guard<std::mutex> g(mu_);
+  if (lost) {
+    parents_.clear();
+    if (watched_from_ms_ != 0) watched_from_ms_ = std::max(watched_from_ms_, NowMs() + std::max<int64_t>(brief_ms, 0));
+    parents_trusted_ = false;
+    return;
+  }
+  if (parents_.empty()) return;
+  for (const meta::Change& c : changes)
+    if (c.ino != 0) parents_.erase(c.ino);
 }
 
 Status QuotaTracker::ParentOf(Ino dir, Ino* parent) {

@@ -8,7 +8,11 @@
 //
 // Directory quotas cover everything below the directory, nested quotas all
 // apply; the directories above a file are found from its parent and the
-// directories' parent attributes (cached between syncs). User and group
+// directories' parent attributes, cached: while the engine reports other
+// clients' changes (coherent caches) an entry stays until a report names
+// the directory (a move changes its attributes), and without reports the
+// cache is dropped every kParentCacheSyncs syncs (2 s), so that a directory
+// another client moved is charged to its new ancestors within that time. User and group
 // quotas cover what a uid or gid owns. Usage counts regular files' lengths
 // rounded up to 4 KiB, and inodes.
 //
@@ -85,6 +89,13 @@ class QuotaTracker {
   // tree would otherwise cost a lookup per new directory).
   void DirectoryMade(meta::Ino dir, meta::Ino parent);
 
+  // Coherent caches (Vfs::WatchStarted, Vfs::OthersChanged): other
+  // clients' changes are reported from grace_ms on; what they changed, or
+  // that changes were missed (lost: everything is forgotten, and reports
+  // are trusted again after brief_ms).
+  void WatchStarted(int grace_ms);
+  void OthersChanged(const std::vector<meta::Change>& changes, bool lost, int64_t brief_ms);
+
  private:
   // Parent of directory `dir` (cached).
   Status ParentOf(meta::Ino dir, meta::Ino* parent);
@@ -105,6 +116,11 @@ class QuotaTracker {
   std::map<meta::QuotaKey, meta::QuotaUsage> inflight_;  // guarded by mu_: being sent
   std::unordered_map<meta::Ino, meta::Ino> parents_;    // guarded by mu_: directory -> parent
   uint64_t syncs_ = 0;                                   // guarded by mu_
+  // Reports of other clients' changes keep parents_ honest from this time
+  // on (steady clock, ms); 0: not watching. Guarded by mu_.
+  int64_t watched_from_ms_ = 0;
+  // parents_ holds nothing learnt before watched_from_ms_. Guarded by mu_.
+  bool parents_trusted_ = false;
 };
 
 }  // namespace tessera::vfs

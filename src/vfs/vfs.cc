@@ -349,6 +349,7 @@ Status Vfs::MergePending(const Context& ctx, uint64_t epoch, Ino ino, Attr* attr
 void Vfs::OthersChanged(const std::vector<meta::Change>& changes, bool lost, int64_t brief_ms) {
   if (lost) dirs_.Lost(int(brief_ms));
   else dirs_.Changed(changes);
+  quotas_.OthersChanged(changes, lost, brief_ms);
 }
 
 Status Vfs::Lookup(const Context& ctx, Ino parent, const std::string& name, Ino* ino, Attr* attr) {

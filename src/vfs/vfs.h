@@ -127,7 +127,10 @@ class Vfs {
   // works (after the engine's grace, Meta::WatchGraceMs), so the attributes
   // and names of directories this client changes may be kept (DirCache);
   // what other clients changed, or that changes were missed.
-  void WatchStarted(int grace_ms) { dirs_.Enable(grace_ms); }
+  void WatchStarted(int grace_ms) {
+    dirs_.Enable(grace_ms);
+    quotas_.WatchStarted(grace_ms);
+  }
   // brief_ms: after a loss, how long nothing kept may be used.
   void OthersChanged(const std::vector<meta::Change>& changes, bool lost, int64_t brief_ms);
 

@@ -251,5 +251,64 @@ TEST_F(QuotaTest, UsageDoesNotDriftThroughAttributeChangesAndUnlinkedFiles) {
   }
 }
 
+// The parents of directories a client learnt stay cached while the engine
+// reports other clients' changes (no engine read per directory after each
+// cache drop; mdtest's tree removal paid one per directory), and a report
+// naming a moved directory, or a loss of reports, forgets them; without
+// reports they are dropped every few syncs. The move is made straight in
+// the engine (another client), so a stale cache shows in the quotas found.
+TEST_F(QuotaTest, DirectoryParentsFollowReportsOfOtherClientsMoves) {
+  const Ino q = Mkdir(a_, kRootIno, "q");
+  const Ino d1 = Mkdir(a_, q, "d1");
+  const Ino d2 = Mkdir(a_, d1, "d2");
+  SetQuota({QuotaKind::kDir, q}, 1 << 30, 1000);
+  auto move_out = [&](const std::string& from, Ino from_parent, Ino to_parent) {
+    Ino moved = 0;
+    Attr attr;
+    ASSERT_OK(a_.meta->Rename(Context::Root(), from_parent, from, to_parent, "d1", 0, &moved, &attr));
+  };
+  auto quota_dirs = [&](QuotaTracker& t) {
+    std::vector<Ino> dirs;
+    EXPECT_TRUE(t.QuotaDirs(d2, &dirs).ok());
+    return dirs;
+  };
+  const std::vector<Ino> under_q{q}, none{};
+
+  // Not watching: the parents learnt are dropped within 5 syncs.
+  {
+    QuotaTracker t(a_.meta.get());
+    ASSERT_OK(t.Sync());
+    ASSERT_EQ(quota_dirs(t), under_q);
+    ASSERT_NO_FATAL_FAILURE(move_out("d1", q, kRootIno));
+    EXPECT_EQ(quota_dirs(t), under_q) << "cached until the next drop";
+    for (int i = 0; i < 5; ++i) ASSERT_OK(t.Sync());
+    EXPECT_EQ(quota_dirs(t), none) << "a directory another client moved kept its old ancestors' quotas";
+    ASSERT_NO_FATAL_FAILURE(move_out("d1", kRootIno, q));
+  }
+  // Watching: kept through many syncs, forgotten by a report naming it.
+  {
+    QuotaTracker t(a_.meta.get());
+    t.WatchStarted(0);
+    ASSERT_OK(t.Sync());  // the first sync once reports are trusted drops what was known before
+    ASSERT_EQ(quota_dirs(t), under_q);
+    ASSERT_NO_FATAL_FAILURE(move_out("d1", q, kRootIno));
+    for (int i = 0; i < 12; ++i) ASSERT_OK(t.Sync());
+    EXPECT_EQ(quota_dirs(t), under_q) << "the parents were dropped although reports kept them honest";
+    t.OthersChanged({meta::Change{0, "", d2}}, false, 0);  // not the moved one
+    EXPECT_EQ(quota_dirs(t), under_q);
+    t.OthersChanged({meta::Change{kRootIno, "d1", 0}, meta::Change{0, "", d1}}, false, 0);
+    EXPECT_EQ(quota_dirs(t), none) << "a reported move was not followed";
+    // A loss forgets everything at once, and reports are trusted again
+    // only after the brief period (the syncs in it drop the cache as
+    // without reports).
+    ASSERT_NO_FATAL_FAILURE(move_out("d1", kRootIno, q));
+    t.OthersChanged({}, true, 60000);
+    EXPECT_EQ(quota_dirs(t), under_q);
+    ASSERT_NO_FATAL_FAILURE(move_out("d1", q, kRootIno));
+    for (int i = 0; i < 5; ++i) ASSERT_OK(t.Sync());
+    EXPECT_EQ(quota_dirs(t), none) << "after a loss, parents were kept without trusted reports";
+  }
+}
+
 }  // namespace
 }  // namespace tessera::vfs
