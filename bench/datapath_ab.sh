@@ -4,17 +4,20 @@
 # rounds of one run, all over tmpfs (Tessera's SQLite file and bucket too):
 #  - fio sequential write, 1 MiB, direct, 1 job and 2 jobs (own files), end fsync;
 #  - fio random read, 4 KiB, libaio qd8, direct, page cache dropped first.
-# usage: bench/datapath_ab.sh TESSERA_A TESSERA_B [--rounds 3] [--size 512m] [--runtime 10]
+# usage: bench/datapath_ab.sh TESSERA_A TESSERA_B [--rounds 3] [--size 512m] [--runtime 10] [--read-size 256m]
+# (--read-size: the random-read file; past the 256 MiB memory block cache,
+# reads miss it and go to the bucket's files)
 # Prints a markdown table of the medians (MiB/s; IOPS for reads) and B/A, B/local.
 set -euo pipefail
 [ $# -ge 2 ] || { sed -n 2,9p "$0"; exit 2; }
 A=$(realpath "$1") B=$(realpath "$2"); shift 2
-ROUNDS=3 SIZE=512m RUNTIME=10
+ROUNDS=3 SIZE=512m RUNTIME=10 READ_SIZE=256m
 while [ $# -gt 0 ]; do
   case $1 in
     --rounds) ROUNDS=$2; shift 2 ;;
     --size) SIZE=$2; shift 2 ;;
     --runtime) RUNTIME=$2; shift 2 ;;
+    --read-size) READ_SIZE=$2; shift 2 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -46,9 +49,9 @@ run_target() {  # name -> "seqwrite1=.. seqwrite2=.. randread=.."
     out="$out seqwrite_${jobs}job=$(fio_json "$W/fio.json" w)"
     rm -f "$dir"/sw.*
   done
-  fio --name=lay --directory="$dir" --filename=rr --rw=write --bs=1M --size=256M --end_fsync=1 >/dev/null
+  fio --name=lay --directory="$dir" --filename=rr --rw=write --bs=1M --size="$READ_SIZE" --end_fsync=1 >/dev/null
   sync; echo 3 >/proc/sys/vm/drop_caches
-  fio --name=rr --directory="$dir" --filename=rr --rw=randread --bs=4k --size=256M --direct=1 --ioengine=libaio \
+  fio --name=rr --directory="$dir" --filename=rr --rw=randread --bs=4k --size="$READ_SIZE" --direct=1 --ioengine=libaio \
     --iodepth=8 --time_based --runtime="$RUNTIME" --output-format=json >"$W/fio.json"
   out="$out randread_4k_qd8=$(fio_json "$W/fio.json" r)"
   if [ "$name" != local ]; then "$A" umount "$W/mnt"; fi

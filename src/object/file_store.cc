@@ -2,15 +2,16 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <random>
-
-#include "common/unique_fd.h"
 
 namespace tessera::object {
 namespace {
@@ -80,9 +81,61 @@ std::string RandomSuffix() {
   return buf;
 }
 
+// How many files ranged reads keep open: a quarter of the process's file
+// descriptor limit, at most 1,024 (a 4 GiB working set of 4 MiB blocks).
+size_t KeptFiles() {
+  struct rlimit rl;
+  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return 1024;
+  return std::min<size_t>(1024, size_t(rl.rlim_cur / 4));
+}
+
+int64_t NowSec() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
 }  // namespace
 
-FileStore::FileStore(std::string root, bool fsync) : root_(std::move(root)), fsync_(fsync) {}
+FileStore::FileStore(std::string root, bool fsync) : root_(std::move(root)), fsync_(fsync), fds_(KeptFiles()) {}
+
+size_t FileStore::Slot(const std::string& key) const { return std::hash<std::string>{}(key) % fds_.size(); }
+
+std::shared_ptr<UniqueFd> FileStore::CachedFd(const std::string& key) {
+  if (fds_.empty()) return nullptr;
+  const int64_t now = NowSec();
+  std::lock_guard<std::mutex> g(fds_mu_);
+  if ((++fd_uses_ & 4095) == 0) DropIdleLocked(now);
+  OpenFile& f = fds_[Slot(key)];
+  if (!f.fd || f.key != key) return nullptr;
+  f.used_sec = now;
+  return f.fd;
+}
+
+void FileStore::KeepFd(const std::string& key, std::shared_ptr<UniqueFd> fd) {
+  if (fds_.empty()) return;
+  std::shared_ptr<UniqueFd> old;  // closed outside the lock
+  std::lock_guard<std::mutex> g(fds_mu_);
+  OpenFile& f = fds_[Slot(key)];
+  old = std::move(f.fd);
+  f.key = key;
+  f.fd = std::move(fd);
+  f.used_sec = NowSec();
+}
+
+void FileStore::ForgetFd(const std::string& key) {
+  if (fds_.empty()) return;
+  std::shared_ptr<UniqueFd> old;
+  const int64_t now = NowSec();
+  std::lock_guard<std::mutex> g(fds_mu_);
+  OpenFile& f = fds_[Slot(key)];
+  if (f.fd && f.key == key) old = std::move(f.fd);
+  if (now - swept_sec_ >= kIdleSec) DropIdleLocked(now);
+}
+
+void FileStore::DropIdleLocked(int64_t now_sec) {
+  swept_sec_ = now_sec;
+  for (OpenFile& f : fds_)
+    if (f.fd && now_sec - f.used_sec >= kIdleSec) f.fd.reset();
+}
 
 Status FileStore::Create() {
   RETURN_IF_ERROR(MakeDirs(root_));
@@ -118,6 +171,7 @@ Status FileStore::Put(const std::string& key, std::string_view data) {
   if (st.ok() && fsync_ && ::fsync(fd.get()) != 0) st = Status::Err(errno);
   if (fd.Close() != 0 && st.ok()) st = Status::Err(errno);
   if (st.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) st = Status::Err(errno);
+  if (st.ok()) ForgetFd(key);  // the old object's file, if kept, would be found unlinked; free it now
   if (!st.ok()) {
     ::unlink(tmp.c_str());
     return st.With("put " + key + ": write " + path);
@@ -136,20 +190,32 @@ Result<std::string> FileStore::Get(const std::string& key, int64_t off, int64_t 
   RETURN_IF_ERROR(CheckKey(key));
   if (off < 0) return Status::Err(EINVAL, "get " + key + ": negative offset");
   const std::string path = Path(key);
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  // A kept file is used only while it is still the object's (linked).
   struct stat st;
-  if (fd.get() < 0 || ::fstat(fd.get(), &st) != 0) {
-    int err = errno;
-    return IsMissing(err) ? NotFound(key) : Status::Err(err, "get " + key + ": open " + path);
+  std::shared_ptr<UniqueFd> fd = CachedFd(key);
+  if (fd && (::fstat(fd->get(), &st) != 0 || st.st_nlink == 0)) {
+    ForgetFd(key);
+    fd.reset();
   }
-  if (!S_ISREG(st.st_mode)) return NotFound(key);  // a directory is a key prefix, not an object
+  bool opened = false;
+  if (!fd) {
+    fd = std::make_shared<UniqueFd>(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (fd->get() < 0 || ::fstat(fd->get(), &st) != 0) {
+      int err = errno;
+      return IsMissing(err) ? NotFound(key) : Status::Err(err, "get " + key + ": open " + path);
+    }
+    if (!S_ISREG(st.st_mode)) return NotFound(key);  // a directory is a key prefix, not an object
+    opened = true;
+  }
 
   int64_t size = st.st_size;
   if (off >= size) return std::string();
+  // A read of part of the object keeps the file for the next one.
+  if (opened && !(off == 0 && (len < 0 || len >= size))) KeepFd(key, fd);
   std::string out(size_t(len < 0 ? size - off : std::min(len, size - off)), '\0');
   size_t got = 0;
   while (got < out.size()) {
-    ssize_t n = ::pread(fd.get(), out.data() + got, out.size() - got, off_t(off + int64_t(got)));
+    ssize_t n = ::pread(fd->get(), out.data() + got, out.size() - got, off_t(off + int64_t(got)));
     if (n < 0) {
       if (errno == EINTR) continue;
       int err = errno;
@@ -165,8 +231,9 @@ Result<std::string> FileStore::Get(const std::string& key, int64_t off, int64_t 
 Status FileStore::Delete(const std::string& key) {
   RETURN_IF_ERROR(CheckKey(key));
   const std::string path = Path(key);
-  if (::unlink(path.c_str()) == 0) return Status::OK();
-  int err = errno;
+  const int err = ::unlink(path.c_str()) == 0 ? 0 : errno;
+  ForgetFd(key);  // its space is freed once no read uses it
+  if (err == 0) return Status::OK();
   if (IsMissing(err) || err == EISDIR) return Status::OK();
   return Status::Err(err, "delete " + key + ": unlink " + path);
 }

@@ -10,12 +10,23 @@
 // cannot be a directory prefix of another ("a" and "a/b"): the second Put
 // fails with ENOTDIR or EISDIR. Delete leaves empty directories behind.
 //
-// Thread-safe, also across processes sharing the directory: the only state
-// is the immutable root path.
+// Ranged reads keep their object's file open (random 4 KiB reads of a block
+// paid an open and a close each: 10% of a mount's CPU): a direct-mapped
+// table of open files, each checked with fstat before use, so an object
+// deleted or replaced since (in this process or another) is opened again by
+// name (its link count is 0). A kept file of an object another process
+// deleted keeps its space until its slot is reused or it is idle for
+// kIdleSec.
+//
+// Thread-safe, also across processes sharing the directory.
 #pragma once
 
+#include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
+
+#include "common/unique_fd.h"
 
 #include "object/object_store.h"
 
@@ -42,8 +53,25 @@ class FileStore final : public ObjectStore {
   Status Walk(const std::string& rel_dir, const std::string& prefix, const std::string& start_after,
               std::vector<std::string>* keys) const;
 
+  // The table of open files for ranged reads.
+  struct OpenFile {
+    std::string key;
+    std::shared_ptr<UniqueFd> fd;
+    int64_t used_sec = 0;  // steady clock
+  };
+  static constexpr int64_t kIdleSec = 10;
+  std::shared_ptr<UniqueFd> CachedFd(const std::string& key);
+  void KeepFd(const std::string& key, std::shared_ptr<UniqueFd> fd);
+  void ForgetFd(const std::string& key);
+  size_t Slot(const std::string& key) const;
+  void DropIdleLocked(int64_t now_sec);  // requires fds_mu_
+
   const std::string root_;
   const bool fsync_;
+  std::mutex fds_mu_;
+  std::vector<OpenFile> fds_;  // guarded by fds_mu_; fixed size (empty: none kept)
+  uint64_t fd_uses_ = 0;       // guarded by fds_mu_
+  int64_t swept_sec_ = 0;      // guarded by fds_mu_
 };
 
 }  // namespace tessera::object

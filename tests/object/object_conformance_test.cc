@@ -366,6 +366,46 @@ TEST_F(FileStoreTest, ListIgnoresTempFiles) {
   EXPECT_EQ(infos[0].key, "d/obj");
 }
 
+// Ranged reads keep the object's file open (file_store.h): a kept file is
+// never read once the object was deleted or replaced, by this store or by
+// another one on the same directory (another process), and a whole-object
+// read keeps nothing.
+TEST_F(FileStoreTest, KeptFilesNeverServeADeletedOrReplacedObject) {
+  auto other = Open({.storage = "file", .bucket = dir_.path()});
+  ASSERT_TRUE(other.ok());
+  auto fds = [] {
+    size_t n = 0;
+    for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) ++n;
+    return n;
+  };
+  ASSERT_TRUE(store_->Put("b/1", "0123456789").ok());
+  const size_t before = fds();
+  EXPECT_EQ(*store_->Get("b/1"), "0123456789");
+  EXPECT_EQ(*store_->Get("b/1", 0, 10), "0123456789");
+  EXPECT_EQ(fds(), before) << "a whole-object read kept its file";
+  EXPECT_EQ(*store_->Get("b/1", 2, 3), "234");
+  EXPECT_EQ(fds(), before + 1) << "a ranged read did not keep its file";
+  EXPECT_EQ(*store_->Get("b/1", 5, 2), "56");
+  EXPECT_EQ(fds(), before + 1) << "the kept file was not reused";
+
+  // Replaced and deleted by the other store: this one must not notice by
+  // anything but the file itself.
+  ASSERT_TRUE((*other)->Put("b/1", "abcdefghij").ok());
+  EXPECT_EQ(*store_->Get("b/1", 2, 3), "cde");
+  ASSERT_TRUE((*other)->Delete("b/1").ok());
+  EXPECT_EQ(store_->Get("b/1", 2, 3).status().code(), ENOENT);
+  EXPECT_EQ(fds(), before) << "the deleted object's file is still open";
+  // By this store.
+  ASSERT_TRUE(store_->Put("b/2", "0123456789").ok());
+  EXPECT_EQ(*store_->Get("b/2", 1, 2), "12");
+  ASSERT_TRUE(store_->Put("b/2", "ABCDEFGHIJ").ok());
+  EXPECT_EQ(fds(), before) << "a replaced object's kept file was not closed";
+  EXPECT_EQ(*store_->Get("b/2", 1, 2), "BC");
+  ASSERT_TRUE(store_->Delete("b/2").ok());
+  EXPECT_EQ(fds(), before) << "a deleted object's kept file was not closed";
+  EXPECT_EQ(store_->Get("b/2", 1, 2).status().code(), ENOENT);
+}
+
 TEST_F(FileStoreTest, FsyncOption) {
   auto store = Open({.storage = "file", .bucket = dir_.path() + "/synced", .fsync = true});
   ASSERT_TRUE(store.ok());
