@@ -6,6 +6,7 @@
 #include <mutex>
 #include <vector>
 
+#include "common/buffer_pool.h"
 #include "common/log.h"
 
 namespace tessera::chunk {
@@ -361,10 +362,11 @@ Result<BlockRef> ChunkStore::Load(const std::string& key, uint32_t len) {
       return Status::Err(EIO, "block " + key + " is " + (body->size() < len ? "short" : "too long") + ": " +
                                   std::to_string(body->size()) + " bytes, want " + std::to_string(len));
     }
-    block = std::make_shared<const std::string>(std::move(body).value());
+    block = BufferPool::Default().Share(std::move(body).value());
   } else {
     ASSIGN_OR_RETURN(std::string raw, DecompressBlock(config_.compression, *body, len, key));
-    block = std::make_shared<const std::string>(std::move(raw));
+    BufferPool::Default().Give(std::move(body).value());
+    block = BufferPool::Default().Share(std::move(raw));
   }
   if (mem_) mem_->Put(key, block);
   if (disk_) disk_->Put(key, block);
@@ -390,8 +392,8 @@ Status ChunkStore::PutBlock(const std::string& key, std::string* block) {
 }
 
 void ChunkStore::CachePut(const std::string& key, std::string data) {
-  if (!mem_ && !disk_) return;
-  auto ref = std::make_shared<const std::string>(std::move(data));
+  if (!mem_ && !disk_) return BufferPool::Default().Give(std::move(data));
+  auto ref = BufferPool::Default().Share(std::move(data));
   if (mem_) mem_->Put(key, ref);
   if (disk_) disk_->Put(key, ref);
 }
@@ -414,13 +416,18 @@ Status ChunkStore::StageBlock(uint64_t id, uint32_t index, std::string_view data
   if (staging_) {
     Status st = staging_->Append({StagingArea::Block{key, data}});
     if (st.ok()) {
-      if (mem_) mem_->Put(key, std::make_shared<const std::string>(data));
+      if (mem_) {
+        std::string copy = BufferPool::Default().Take(data.size());
+        copy.append(data);
+        mem_->Put(key, BufferPool::Default().Share(std::move(copy)));
+      }
       return Status::OK();
     }
     counters_.staging_fallbacks.fetch_add(1, std::memory_order_relaxed);
     LOG_WARN("cannot stage block {}, uploading it directly: {}", key, st.ToString());
   }
-  std::string block(data);
+  std::string block = BufferPool::Default().Take(data.size());
+  block.append(data);
   return PutBlock(key, &block);
 }
 
@@ -435,9 +442,9 @@ Status ChunkStore::StageBlocks(const std::vector<BlockView>& blocks) {
 }
 
 void ChunkStore::CacheBlock(uint64_t id, uint32_t index, std::string data) {
-  if (!mem_ || data.size() != config_.block_size) return;
+  if (!mem_ || data.size() != config_.block_size) return BufferPool::Default().Give(std::move(data));
   const std::string key = BlockKey(id, index, uint32_t(data.size()));
-  mem_->Put(key, std::make_shared<const std::string>(std::move(data)));
+  mem_->Put(key, BufferPool::Default().Share(std::move(data)));
 }
 
 Status ChunkStore::SyncStaged() { return staging_ ? staging_->Sync() : Status::OK(); }
@@ -579,7 +586,8 @@ void ChunkStore::CacheUploaded(uint64_t id, uint32_t index, std::string data) {
 }
 
 Status ChunkStore::UploadBlock(uint64_t id, uint32_t index, std::string_view data) {
-  std::string block(data);
+  std::string block = BufferPool::Default().Take(data.size());
+  block.append(data);
   return PutBlock(BlockKey(id, index, uint32_t(data.size())), &block);
 }
 

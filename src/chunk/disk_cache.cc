@@ -1,6 +1,7 @@
 #include "common/file_lock.h"
 #include "common/endian.h"
 #include "chunk/disk_cache.h"
+#include "common/buffer_pool.h"
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -213,9 +214,10 @@ BlockRef DiskBlockCache::Get(const std::string& key, uint32_t len) {
     return nullptr;
   }
   char header[kDiskCacheHeaderSize];
-  auto block = std::make_shared<std::string>(len, '\0');
+  std::string data = BufferPool::Default().Take(len);
+  data.resize(len);
   Status rs = PreadFull(env, fd.get(), header, sizeof(header), 0);
-  if (rs.ok()) rs = PreadFull(env, fd.get(), block->data(), len, sizeof(header));
+  if (rs.ok()) rs = PreadFull(env, fd.get(), data.data(), len, sizeof(header));
   if (!rs.ok()) {
     Corrupt(key, rs.ToString());
     return nullptr;
@@ -232,11 +234,11 @@ BlockRef DiskBlockCache::Get(const std::string& key, uint32_t len) {
     Corrupt(key, "header length " + std::to_string(GetLE(header + 8, 8)) + ", want " + std::to_string(len));
     return nullptr;
   }
-  if (GetLE(header + 16, 8) != XXH64(block->data(), block->size(), 0)) {
+  if (GetLE(header + 16, 8) != XXH64(data.data(), data.size(), 0)) {
     Corrupt(key, "checksum mismatch");
     return nullptr;
   }
-  return block;
+  return BufferPool::Default().Share(std::move(data));
 }
 
 void DiskBlockCache::Corrupt(const std::string& key, const std::string& why) {

@@ -21,6 +21,7 @@
 #include <fmt/format.h>
 
 #include "chunk/layout.h"
+#include "common/buffer_pool.h"
 #include "common/log.h"
 
 namespace tessera::chunk {
@@ -384,13 +385,14 @@ Status StagingArea::Sync() {
 
 Result<BlockRef> StagingArea::ReadRecord(const Pack& pack, uint64_t offset, uint32_t key_len, uint32_t len,
                                          uint64_t checksum) const {
-  std::string data(len, '\0');
+  std::string data = BufferPool::Default().Take(len);
+  data.resize(len);
   Status st = PreadFull(env_, pack.fd, data.data(), len, offset + kHeaderSize + key_len);
   if (!st.ok()) return st.With("staging area: read " + pack.path + " at " + std::to_string(offset));
   if (XXH64(data.data(), data.size(), 0) != checksum)
     return Status::Err(EIO, "staging area: record at " + std::to_string(offset) + " of " + pack.path +
                                 " is corrupt (checksum mismatch)");
-  return BlockRef(std::make_shared<const std::string>(std::move(data)));
+  return BufferPool::Default().Share(std::move(data));
 }
 
 Result<BlockRef> StagingArea::Get(const std::string& key) {

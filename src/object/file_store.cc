@@ -13,6 +13,8 @@
 #include <memory>
 #include <random>
 
+#include "common/buffer_pool.h"
+
 namespace tessera::object {
 namespace {
 
@@ -212,7 +214,9 @@ Result<std::string> FileStore::Get(const std::string& key, int64_t off, int64_t 
   if (off >= size) return std::string();
   // A read of part of the object keeps the file for the next one.
   if (opened && !(off == 0 && (len < 0 || len >= size))) KeepFd(key, fd);
-  std::string out(size_t(len < 0 ? size - off : std::min(len, size - off)), '\0');
+  const size_t want = size_t(len < 0 ? size - off : std::min(len, size - off));
+  std::string out = BufferPool::Default().Take(want);  // a whole block: a kept buffer
+  out.resize(want);
   size_t got = 0;
   while (got < out.size()) {
     ssize_t n = ::pread(fd->get(), out.data() + got, out.size() - got, off_t(off + int64_t(got)));

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "chunk/layout.h"
+#include "common/buffer_pool.h"
 
 namespace tessera::vfs {
 
@@ -50,7 +51,12 @@ void WriteBuffer::WriteInChunk(uint32_t index, uint32_t pos, const char* data, u
     // not reallocated and copied as it grows to a block.
     std::string& grown = first->second;
     const size_t size = grown.size() + n;
-    if (grown.capacity() < size) grown.reserve(std::max<size_t>(size, std::max<size_t>(block_, 2 * grown.size())));
+    if (grown.capacity() < size) {  // a kept block buffer: no fresh pages to fault in
+      std::string room = BufferPool::Default().Take(std::max<size_t>(size, std::max<size_t>(block_, 2 * grown.size())));
+      room.append(grown);
+      BufferPool::Default().Give(std::move(grown));
+      grown = std::move(room);
+    }
     grown.append(data, n);
     bytes_ += n;
     return;
@@ -72,7 +78,12 @@ void WriteBuffer::WriteInChunk(uint32_t index, uint32_t pos, const char* data, u
   }
   if (first == last) {  // touches no range: a new one, the bytes copied once
     bytes_ += n;
-    ranges.emplace(uint32_t(start), std::string(data, n));
+    // A big write at a block's start (a stream's, most likely) gets a
+    // block's room at once; others only their own.
+    std::string bytes;
+    if (block_ > 0 && start % block_ == 0 && n >= block_ / 16 && n <= block_) bytes = BufferPool::Default().Take(block_);
+    bytes.append(data, n);
+    ranges.emplace(uint32_t(start), std::move(bytes));
     return;
   }
   std::string merged(new_end - new_start, '\0');
@@ -136,7 +147,8 @@ bool WriteBuffer::CutFullBlocks(uint32_t index, uint32_t end_pos, uint32_t block
     *out = std::move(it->second);
     ranges.erase(it);
   } else {
-    std::string rest = it->second.substr(n);
+    std::string rest = BufferPool::Default().Take(std::max<size_t>(block, size - n));
+    rest.append(it->second, n);
     it->second.resize(n);
     *out = std::move(it->second);
     ranges.erase(it);

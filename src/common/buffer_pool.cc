@@ -1,0 +1,55 @@
+#include "common/buffer_pool.h"
+
+namespace tessera {
+
+BufferPool& BufferPool::Default() {
+  static BufferPool* pool = new BufferPool();  // never destroyed: blocks may outlive static destruction
+  return *pool;
+}
+
+std::string BufferPool::Take(size_t capacity) {
+  std::string out;
+  if (capacity >= kMinBytes) {
+    std::lock_guard<std::mutex> g(mu_);
+    for (size_t i = free_.size(); i-- > 0;) {  // the most recently kept first: its pages are warm
+      const size_t room = free_[i].capacity();
+      if (room < capacity || room > 2 * capacity) continue;
+      out = std::move(free_[i]);
+      free_[i] = std::move(free_.back());
+      free_.pop_back();
+      kept_ -= room;
+      break;
+    }
+  }
+  out.clear();
+  out.reserve(capacity);
+  return out;
+}
+
+void BufferPool::Give(std::string&& s) {
+  std::string buf = std::move(s);
+  s.clear();
+  const size_t room = buf.capacity();
+  if (room < kMinBytes) return;
+  std::lock_guard<std::mutex> g(mu_);
+  if (kept_ + room > kMaxBytes) return;  // freed as the lock goes (buf is destroyed after g)
+  buf.clear();
+  kept_ += room;
+  free_.push_back(std::move(buf));
+}
+
+std::shared_ptr<const std::string> BufferPool::Share(std::string&& s) {
+  if (s.capacity() < kMinBytes) return std::make_shared<const std::string>(std::move(s));
+  return std::shared_ptr<const std::string>(new std::string(std::move(s)), [this](const std::string* p) {
+    // The last reference went: nothing else reads the block any more.
+    std::unique_ptr<std::string> owned(const_cast<std::string*>(p));
+    Give(std::move(*owned));
+  });
+}
+
+size_t BufferPool::kept_bytes() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return kept_;
+}
+
+}  // namespace tessera

@@ -1,0 +1,69 @@
+// BufferPool (common/buffer_pool.h): buffers come back and are handed out
+// again without a new allocation, small ones are not kept, the pool's bound
+// holds, and a shared block returns its buffer only when its last
+// reference goes.
+#include "common/buffer_pool.h"
+
+#include <gtest/gtest.h>
+
+namespace tessera {
+namespace {
+
+constexpr size_t kBlock = 4 << 20;
+
+TEST(BufferPoolTest, GivenBuffersAreTakenAgain) {
+  BufferPool pool;
+  std::string a = pool.Take(kBlock);
+  EXPECT_TRUE(a.empty());
+  EXPECT_GE(a.capacity(), kBlock);
+  a.assign(1000, 'x');
+  const char* room = a.data();
+  pool.Give(std::move(a));
+  EXPECT_TRUE(a.empty());
+  EXPECT_GE(pool.kept_bytes(), kBlock);
+  std::string b = pool.Take(kBlock);
+  EXPECT_EQ(b.data(), room) << "the kept buffer was not handed out again";
+  EXPECT_TRUE(b.empty()) << "a taken buffer must come empty";
+  EXPECT_EQ(pool.kept_bytes(), 0u);
+  // Too big a buffer for the request is not handed out (it would waste room).
+  pool.Give(std::move(b));
+  std::string small = pool.Take(kBlock / 4);
+  EXPECT_NE(small.data(), room);
+  EXPECT_GE(pool.kept_bytes(), kBlock);
+}
+
+TEST(BufferPoolTest, SmallBuffersAreNotKeptAndTheBoundHolds) {
+  BufferPool pool;
+  std::string tiny(100, 'x');
+  pool.Give(std::move(tiny));
+  EXPECT_EQ(pool.kept_bytes(), 0u);
+  for (size_t i = 0; i < 2 * BufferPool::kMaxBytes / kBlock; ++i) {
+    std::string block(kBlock, 'y');
+    pool.Give(std::move(block));
+  }
+  EXPECT_LE(pool.kept_bytes(), BufferPool::kMaxBytes);
+  EXPECT_GE(pool.kept_bytes(), BufferPool::kMaxBytes - 2 * kBlock);
+}
+
+TEST(BufferPoolTest, ASharedBlockReturnsItsBufferAfterItsLastReference) {
+  BufferPool pool;
+  std::string s = pool.Take(kBlock);
+  s.assign(kBlock, 'z');
+  const char* room = s.data();
+  auto ref = pool.Share(std::move(s));
+  auto second = ref;
+  ref.reset();
+  EXPECT_EQ(pool.kept_bytes(), 0u) << "given back while a reference still reads it";
+  EXPECT_EQ((*second)[kBlock - 1], 'z');
+  second.reset();
+  EXPECT_GE(pool.kept_bytes(), kBlock);
+  EXPECT_EQ(pool.Take(kBlock).data(), room);
+  // A small block is shared as it is, and not kept.
+  auto small = pool.Share(std::string(10, 'q'));
+  EXPECT_EQ(*small, std::string(10, 'q'));
+  small.reset();
+  EXPECT_EQ(pool.kept_bytes(), 0u);
+}
+
+}  // namespace
+}  // namespace tessera
