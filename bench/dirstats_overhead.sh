@@ -8,9 +8,10 @@
 #
 # With --quotas the AFTER runs have a directory quota on the root and a user
 # quota on uid 0 (limits far away): every operation is charged to both. Give
-# the same binary twice to measure quotas alone.
+# the same binary twice to measure quotas alone. --quotas-both puts them on
+# both sides (to compare two builds' quota paths).
 #
-# usage: bench/dirstats_overhead.sh BEFORE AFTER [--rounds 3] [--engines "sqlite redis"] [--shape "-b 6 -z 4 -I 8"] [--quotas]
+# usage: bench/dirstats_overhead.sh BEFORE AFTER [--rounds 3] [--engines "sqlite redis"] [--shape "-b 6 -z 4 -I 8"] [--quotas|--quotas-both]
 # Prints a markdown table of the median rates (ops/s) and AFTER/BEFORE.
 set -euo pipefail
 BENCH=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -27,12 +28,13 @@ while [ $# -gt 0 ]; do
     --engines) ENGINES=$2; shift 2 ;;
     --shape) SHAPE=$2; shift 2 ;;
     --quotas) QUOTAS=1; shift ;;
+    --quotas-both) QUOTAS=2; shift ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
 if [[ " $ENGINES " == *" redis "* ]] && [ -z "${TESSERA_TEST_REDIS_URL:-}" ]; then
   exec bash "$REPO/tests/tools/with-redis.sh" bash "$0" "$BEFORE" "$AFTER" --rounds "$ROUNDS" --engines "$ENGINES" \
-    --shape "$SHAPE" $([ "$QUOTAS" = 1 ] && echo --quotas)
+    --shape "$SHAPE" $([ "$QUOTAS" = 1 ] && echo --quotas) $([ "$QUOTAS" = 2 ] && echo --quotas-both)
 fi
 WORK=$(mktemp -d /var/tmp/tessera-dsbench.XXXXXX)
 cleanup() {
@@ -64,6 +66,12 @@ run_one() {  # BINARY ENGINE QUOTAS -> mdbench result lines in $WORK/out
   # shellcheck disable=SC2086
   "$WORK/mdbench" -d "$WORK/mnt/md" $SHAPE >"$WORK/out"
   CLIENT_MS=$(($(cpu_ms "$pid") - c0)); SERVER_MS=$(($([ -n "$server" ] && cpu_ms "$server" || echo 0) - s0))
+  # Engine requests of the whole run (the mount's .stats): not slowed or
+  # sped up by the machine's load, unlike the rates.
+  local stats
+  stats=$(cat "$WORK/mnt/.stats")
+  REQUESTS=$(awk '/^tessera_meta_op_duration_seconds_count/ {n += $NF} END {print n + 0}' <<<"$stats")
+  GETATTRS=$(awk '/^tessera_meta_op_duration_seconds_count.*op="getattr"/ {n += $NF} END {print n + 0}' <<<"$stats")
   "$t" umount "$WORK/mnt"
 }
 # CPU time (user + system, ms) a process used so far.
@@ -74,7 +82,7 @@ for engine in $ENGINES; do
   for round in $(seq "$ROUNDS"); do
     for which in before after; do
       bin=$BEFORE; [ "$which" = after ] && bin=$AFTER
-      q=0; [ "$which" = after ] && q=$QUOTAS
+      q=0; { [ "$which" = after ] && [ "$QUOTAS" != 0 ]; } || [ "$QUOTAS" = 2 ] && q=1
       run_one "$bin" "$engine" "$q"
       for p in $phases; do
         r=$(awk -v p="phase=$p" '$1 == "result" && index($0, p " ") {sub(/.*ops_per_sec=/, ""); print; exit}' "$WORK/out")
@@ -83,12 +91,14 @@ for engine in $ENGINES; do
       done
       rates[$engine,$which,client_cpu]="${rates[$engine,$which,client_cpu]:-} $CLIENT_MS"
       rates[$engine,$which,server_cpu]="${rates[$engine,$which,server_cpu]:-} $SERVER_MS"
+      rates[$engine,$which,requests]="${rates[$engine,$which,requests]:-} $REQUESTS"
+      rates[$engine,$which,getattrs]="${rates[$engine,$which,getattrs]:-} $GETATTRS"
     done
   done
 done
 median() { tr ' ' '\n' | grep -v '^$' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 range() { tr ' ' '\n' | grep -v '^$' | sort -n | awk '{a[NR]=$1} END {printf "%.0f–%.0f", a[1], a[NR]}'; }
-echo "mdbench $SHAPE, 1 process$([ "$QUOTAS" = 1 ] && echo "; after: with quotas on / and uid 0"); median of $ROUNDS alternating rounds; $(nproc) cores, $(date -u '+%F %H:%M') UTC."
+echo "mdbench $SHAPE, 1 process$([ "$QUOTAS" = 1 ] && echo "; after: with quotas on / and uid 0")$([ "$QUOTAS" = 2 ] && echo "; both: with quotas on / and uid 0"); median of $ROUNDS alternating rounds; $(nproc) cores, $(date -u '+%F %H:%M') UTC."
 echo
 echo "| engine | phase | before ops/s (range) | after ops/s (range) | after/before (medians) |"
 echo "|---|---|---:|---:|---:|"
@@ -111,5 +121,17 @@ for engine in $ENGINES; do
     b=$(median <<<"${rates[$engine,before,$p]}"); a=$(median <<<"${rates[$engine,after,$p]}")
     br=$(range <<<"${rates[$engine,before,$p]}"); ar=$(range <<<"${rates[$engine,after,$p]}")
     echo "| $engine | ${p%_cpu} | $b ($br) | $a ($ar) | $(awk -v a="$a" -v b="$b" 'BEGIN {printf "%.3f", a / b}') |"
+  done
+done
+echo
+echo "Engine requests of one mdbench run (all phases; the mount's .stats; median and range): all, and getattr alone."
+echo
+echo "| engine | requests | before (range) | after (range) | after/before (medians) |"
+echo "|---|---|---:|---:|---:|"
+for engine in $ENGINES; do
+  for p in requests getattrs; do
+    b=$(median <<<"${rates[$engine,before,$p]}"); a=$(median <<<"${rates[$engine,after,$p]}")
+    br=$(range <<<"${rates[$engine,before,$p]}"); ar=$(range <<<"${rates[$engine,after,$p]}")
+    echo "| $engine | $p | $b ($br) | $a ($ar) | $(awk -v a="$a" -v b="$b" 'BEGIN {printf "%.3f", (b > 0 ? a / b : 0)}') |"
   done
 done

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <sys/mount.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/wait.h>
@@ -239,8 +240,23 @@ std::string ConfigJson(const MountOptions& o, const std::string& mount_point, co
   return j.dump(2) + "\n";
 }
 
+// A mount holds many files open (FUSE worker channels, the bucket's block
+// files kept for ranged reads, the disk cache, engine connections): the soft
+// limit on open files goes up to the hard one (at most 65,536), as the
+// system allows any process to do. A failure leaves the limit as it was.
+void RaiseOpenFileLimit() {
+  struct rlimit rl;
+  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) return;
+  const rlim_t want = rl.rlim_max == RLIM_INFINITY ? 65536 : std::min<rlim_t>(rl.rlim_max, 65536);
+  if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want) {
+    rl.rlim_cur = want;
+    (void)::setrlimit(RLIMIT_NOFILE, &rl);
+  }
+}
+
 // Serves the mount; reports the mount result through `report` (once).
 int Serve(const MountOptions& o, const std::string& mount_point, const std::function<void(const Status&)>& report) {
+  RaiseOpenFileLimit();  // before the stores open (object::FileStore sizes its table of open files by it)
   RemoveWritebackState(mount_point);  // a flush request left by an earlier client
   auto vol = OpenVolume(o.meta_url);
   if (!vol.ok()) {

@@ -80,7 +80,10 @@ Status QuotaTracker::Sync() {
 void QuotaTracker::WatchStarted(int grace_ms) {
   std::lock_guard<std::mutex> g(mu_);
   watched_from_ms_ = NowMs() + std::max(grace_ms, 0);
-  parents_trusted_ = false;
+  // Reported at once (no grace): what was learnt before goes now, before
+  // the mount serves; else at the first sync after the grace.
+  parents_trusted_ = grace_ms <= 0;
+  if (parents_trusted_) parents_.clear();
 }
 
 void QuotaTracker::OthersChanged(const std::vector<meta::Change>& changes, bool lost, int64_t brief_ms) {

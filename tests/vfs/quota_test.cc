@@ -288,8 +288,14 @@ TEST_F(QuotaTest, DirectoryParentsFollowReportsOfOtherClientsMoves) {
   // Watching: kept through many syncs, forgotten by a report naming it.
   {
     QuotaTracker t(a_.meta.get());
-    t.WatchStarted(0);
-    ASSERT_OK(t.Sync());  // the first sync once reports are trusted drops what was known before
+    ASSERT_OK(t.Sync());
+    ASSERT_EQ(quota_dirs(t), under_q);
+    ASSERT_NO_FATAL_FAILURE(move_out("d1", q, kRootIno));
+    t.WatchStarted(0);  // reported at once: what was learnt before is dropped now
+    EXPECT_EQ(quota_dirs(t), none);
+    ASSERT_NO_FATAL_FAILURE(move_out("d1", kRootIno, q));
+    EXPECT_EQ(quota_dirs(t), none) << "cached (a report would have named d1)";
+    t.OthersChanged({meta::Change{0, "", d1}}, false, 0);
     ASSERT_EQ(quota_dirs(t), under_q);
     ASSERT_NO_FATAL_FAILURE(move_out("d1", q, kRootIno));
     for (int i = 0; i < 12; ++i) ASSERT_OK(t.Sync());
