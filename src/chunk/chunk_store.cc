@@ -416,18 +416,13 @@ Status ChunkStore::StageBlock(uint64_t id, uint32_t index, std::string_view data
   if (staging_) {
     Status st = staging_->Append({StagingArea::Block{key, data}});
     if (st.ok()) {
-      if (mem_) {
-        std::string copy = BufferPool::Default().Take(data.size());
-        copy.append(data);
-        mem_->Put(key, BufferPool::Default().Share(std::move(copy)));
-      }
+      if (mem_) mem_->Put(key, BufferPool::Default().Share(BufferPool::Default().Copy(data)));
       return Status::OK();
     }
     counters_.staging_fallbacks.fetch_add(1, std::memory_order_relaxed);
     LOG_WARN("cannot stage block {}, uploading it directly: {}", key, st.ToString());
   }
-  std::string block = BufferPool::Default().Take(data.size());
-  block.append(data);
+  std::string block = BufferPool::Default().Copy(data);
   return PutBlock(key, &block);
 }
 
@@ -586,8 +581,7 @@ void ChunkStore::CacheUploaded(uint64_t id, uint32_t index, std::string data) {
 }
 
 Status ChunkStore::UploadBlock(uint64_t id, uint32_t index, std::string_view data) {
-  std::string block = BufferPool::Default().Take(data.size());
-  block.append(data);
+  std::string block = BufferPool::Default().Copy(data);
   return PutBlock(BlockKey(id, index, uint32_t(data.size())), &block);
 }
 

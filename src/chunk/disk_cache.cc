@@ -214,8 +214,7 @@ BlockRef DiskBlockCache::Get(const std::string& key, uint32_t len) {
     return nullptr;
   }
   char header[kDiskCacheHeaderSize];
-  std::string data = BufferPool::Default().Take(len);
-  data.resize(len);
+  std::string data = BufferPool::Default().Sized(len);
   Status rs = PreadFull(env, fd.get(), header, sizeof(header), 0);
   if (rs.ok()) rs = PreadFull(env, fd.get(), data.data(), len, sizeof(header));
   if (!rs.ok()) {

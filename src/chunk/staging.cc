@@ -385,8 +385,7 @@ Status StagingArea::Sync() {
 
 Result<BlockRef> StagingArea::ReadRecord(const Pack& pack, uint64_t offset, uint32_t key_len, uint32_t len,
                                          uint64_t checksum) const {
-  std::string data = BufferPool::Default().Take(len);
-  data.resize(len);
+  std::string data = BufferPool::Default().Sized(len);
   Status st = PreadFull(env_, pack.fd, data.data(), len, offset + kHeaderSize + key_len);
   if (!st.ok()) return st.With("staging area: read " + pack.path + " at " + std::to_string(offset));
   if (XXH64(data.data(), data.size(), 0) != checksum)

@@ -26,6 +26,18 @@ std::string BufferPool::Take(size_t capacity) {
   return out;
 }
 
+std::string BufferPool::Copy(std::string_view data) {
+  std::string out = Take(data.size());
+  out.append(data);
+  return out;
+}
+
+std::string BufferPool::Sized(size_t n) {
+  std::string out = Take(n);
+  out.resize(n);
+  return out;
+}
+
 void BufferPool::Give(std::string&& s) {
   std::string buf = std::move(s);
   s.clear();

@@ -13,6 +13,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace tessera {
@@ -28,6 +29,9 @@ class BufferPool {
   // An empty string with room for at least `capacity` bytes: a kept buffer
   // of up to twice that room when there is one, else a new allocation.
   std::string Take(size_t capacity);
+  // A taken buffer holding a copy of data; one of n bytes to read into.
+  std::string Copy(std::string_view data);
+  std::string Sized(size_t n);
   // Keeps s's buffer for a later Take when it is big enough and there is
   // room; frees it otherwise. s is left empty.
   void Give(std::string&& s);

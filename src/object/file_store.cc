@@ -105,7 +105,7 @@ std::shared_ptr<UniqueFd> FileStore::CachedFd(const std::string& key) {
   if (fds_.empty()) return nullptr;
   const int64_t now = NowSec();
   std::lock_guard<std::mutex> g(fds_mu_);
-  if ((++fd_uses_ & 4095) == 0) DropIdleLocked(now);
+  DropIdleLocked(now);
   OpenFile& f = fds_[Slot(key)];
   if (!f.fd || f.key != key) return nullptr;
   f.used_sec = now;
@@ -130,10 +130,11 @@ void FileStore::ForgetFd(const std::string& key) {
   std::lock_guard<std::mutex> g(fds_mu_);
   OpenFile& f = fds_[Slot(key)];
   if (f.fd && f.key == key) old = std::move(f.fd);
-  if (now - swept_sec_ >= kIdleSec) DropIdleLocked(now);
+  DropIdleLocked(now);
 }
 
 void FileStore::DropIdleLocked(int64_t now_sec) {
+  if (now_sec - swept_sec_ < kIdleSec) return;  // a sweep at most every kIdleSec
   swept_sec_ = now_sec;
   for (OpenFile& f : fds_)
     if (f.fd && now_sec - f.used_sec >= kIdleSec) f.fd.reset();
@@ -215,8 +216,7 @@ Result<std::string> FileStore::Get(const std::string& key, int64_t off, int64_t 
   // A read of part of the object keeps the file for the next one.
   if (opened && !(off == 0 && (len < 0 || len >= size))) KeepFd(key, fd);
   const size_t want = size_t(len < 0 ? size - off : std::min(len, size - off));
-  std::string out = BufferPool::Default().Take(want);  // a whole block: a kept buffer
-  out.resize(want);
+  std::string out = BufferPool::Default().Sized(want);  // a whole block: a kept buffer
   size_t got = 0;
   while (got < out.size()) {
     ssize_t n = ::pread(fd->get(), out.data() + got, out.size() - got, off_t(off + int64_t(got)));

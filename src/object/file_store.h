@@ -64,13 +64,12 @@ class FileStore final : public ObjectStore {
   void KeepFd(const std::string& key, std::shared_ptr<UniqueFd> fd);
   void ForgetFd(const std::string& key);
   size_t Slot(const std::string& key) const;
-  void DropIdleLocked(int64_t now_sec);  // requires fds_mu_
+  void DropIdleLocked(int64_t now_sec);  // requires fds_mu_; sweeps at most every kIdleSec
 
   const std::string root_;
   const bool fsync_;
   std::mutex fds_mu_;
   std::vector<OpenFile> fds_;  // guarded by fds_mu_; fixed size (empty: none kept)
-  uint64_t fd_uses_ = 0;       // guarded by fds_mu_
   int64_t swept_sec_ = 0;      // guarded by fds_mu_
 };
 
