@@ -192,8 +192,9 @@ Status AppendSlicesTx(kv::Txn& tx, const std::string& key, std::string value, co
                      (old_count < kPruneAlways || old_count / kPruneEvery != (old_count + added.size()) / kPruneEvery);
   if (prune) {
     std::vector<Slice> slices = chunk::DecodeSlices(value);
-    // Slice ids are unique within a chunk, so a slice is visible iff its id
-    // is in the view. Holes (id 0) are kept: they are few and cheap.
+    // A slice is visible iff its id is in the view. A packed slice has
+    // several records (docs/format.md): all stay while one of them shows.
+    // Holes (id 0) are kept: they are few and cheap.
     std::unordered_set<uint64_t> visible;
     for (const Slice& v : chunk::BuildView(slices)) visible.insert(v.id);
     std::string kept;

@@ -14,6 +14,11 @@ namespace {
 // Data pieces closer than this are merged into one new slice, the gap
 // written as zeros; farther apart they become separate slices.
 constexpr uint32_t kMaxZeroGap = 64u << 10;
+// A compaction rewrites at most this many bytes per slice record it removes:
+// a chunk that random small writes filled (a record per write, each a piece
+// of a packed slice) is rewritten once it holds 8,192 records, not at every
+// commit (64 MiB written again for each 2,000 writes of 4 KiB).
+constexpr uint64_t kMaxRewritePerSlice = 8u << 10;
 }  // namespace
 
 Status CompactChunk(meta::Meta* meta, chunk::ChunkStore* store, meta::Ino ino, uint32_t chunk_index,
@@ -42,6 +47,10 @@ Status CompactChunk(meta::Meta* meta, chunk::ChunkStore* store, meta::Ino ino, u
       runs.push_back(Run{p.pos, p.pos + p.len, {p}});
     }
   }
+
+  uint64_t rewrite = 0;
+  for (const Run& run : runs) rewrite += run.end - run.pos;
+  if (rewrite > kMaxRewritePerSlice * slices.size()) return Status::OK();  // not worth it yet
 
   const uint32_t bs = store->config().block_size;
   std::vector<Slice> replacement;

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <thread>
 
+#include "common/buffer_pool.h"
 #include "common/log.h"
 #include "vfs/compactor.h"
 
@@ -262,7 +263,7 @@ Status FileData::Reopen() {
 
 uint64_t FileData::PendingEndLocked() const {
   uint64_t end = buffer_.End();
-  for (const auto& s : frozen_) end = std::max(end, uint64_t(s->chunk) * kChunkSize + s->pos + s->len);
+  for (const auto& s : frozen_) end = std::max(end, uint64_t(s->chunk) * kChunkSize + s->EndInChunk());
   return end;
 }
 
@@ -412,9 +413,10 @@ Status FileData::Write(const meta::Context& ctx, uint64_t off, const char* data,
   if (idle) oldest_pending_ = now;
   const bool stale = now - oldest_pending_ >= kMaxUncommittedAge;
   if (buffer_.bytes() >= dp_->file_buffer_limit() || unbatched >= kMaxFrozenSlices || stale) {
-    // Writeback: commit in the background while writing goes on (one batch
-    // at a time; a writer that catches up with it waits in CommitLocked).
-    if (dp_->store()->writeback() && !batch_) return StartBatchLocked(ctx, /*freeze_buffer=*/true);
+    // Commit in the background while writing goes on (one batch at a time;
+    // a writer that catches up with it waits in CommitLocked). A failure is
+    // reported by the next Commit (fsync, close), as for any buffered write.
+    if (!batch_) return StartBatchLocked(ctx, /*freeze_buffer=*/true);
     return CommitLocked(ctx);
   }
   // A long stream commits its uploaded blocks in the background, leaving
@@ -447,25 +449,81 @@ Status FileData::Commit(const meta::Context& ctx) {
   return CommitLocked(ctx);
 }
 
+void FrozenSlice::AppendRecords(std::vector<meta::SliceWrite>* out) const {
+  if (runs.empty()) {
+    out->push_back({chunk, Slice{pos, id, len, 0, len}});
+    return;
+  }
+  for (const Run& r : runs) out->push_back({chunk, Slice{r.pos, id, len, r.off, r.len}});
+}
+
+namespace {
+
+// Ranges shorter than a block are packed into one slice per chunk at commit.
+bool Packable(const std::string& range, uint32_t block) { return range.size() < block; }
+
+// Appends a buffer range at `pos` in the chunk to packed slice s (not yet
+// shared): its bytes go at the end of the slice's blocks. total: the bytes
+// the slice will hold in all (a block is allocated no bigger than needed).
+void PackRange(FrozenSlice* s, uint32_t pos, std::string&& bytes, uint32_t block, size_t total) {
+  s->runs.push_back({pos, s->len, uint32_t(bytes.size())});
+  s->runs_end = pos + uint32_t(bytes.size());
+  for (size_t done = 0; done < bytes.size();) {
+    if (s->blocks.empty() || s->blocks.back().data.size() == block)
+      s->blocks.push_back(
+          {BufferPool::Default().Take(std::min<size_t>(block, total - s->len)), FrozenSlice::State::kBuffered});
+    std::string& b = s->blocks.back().data;
+    const size_t n = std::min(bytes.size() - done, block - b.size());
+    b.append(bytes, done, n);
+    done += n;
+  }
+  s->len += uint32_t(bytes.size());
+  BufferPool::Default().Give(std::move(bytes));
+}
+
+}  // namespace
+
 Status FileData::FreezeBufferLocked() {
-  // Buffered ranges become slices after the frozen ones (they are newer).
+  // Buffered ranges become slices after the frozen ones (they are newer):
+  // the small ranges of a chunk one packed slice, each other range a slice.
   // Slice ids first: if the engine fails, the buffer stays as it is.
-  size_t ranges_count = 0;
-  for (const auto& [chunk, ranges] : buffer_.chunks()) ranges_count += ranges.size();
-  std::vector<uint64_t> ids(ranges_count);
+  const uint32_t bs = dp_->block_size();
+  size_t needed = 0;
+  std::map<uint32_t, size_t> packed_bytes;  // chunk -> bytes of its packed slice (two small ranges or more)
+  for (const auto& [chunk, ranges] : buffer_.chunks()) {
+    size_t small = 0, bytes_small = 0;
+    for (const auto& [pos, bytes] : ranges) {
+      if (Packable(bytes, bs)) ++small, bytes_small += bytes.size();
+    }
+    needed += ranges.size() - (small > 1 ? small - 1 : 0);
+    if (small > 1) packed_bytes[chunk] = bytes_small;
+  }
+  std::vector<uint64_t> ids(needed);
   for (auto& id : ids) {
     ASSIGN_OR_RETURN(id, dp_->meta()->NewSliceId());
   }
-  const uint32_t bs = dp_->block_size();
   size_t next = 0;
   for (auto& [chunk, ranges] : buffer_.Take()) {  // the bytes stay charged until their blocks are uploaded
+    std::shared_ptr<FrozenSlice> pack;
+    const auto packing = packed_bytes.find(chunk);
     for (auto& [pos, bytes] : ranges) {
+      if (packing != packed_bytes.end() && Packable(bytes, bs)) {
+        if (!pack) {
+          pack = std::make_shared<FrozenSlice>();
+          pack->chunk = chunk;
+          pack->pos = pos;
+          pack->id = ids[next++];
+          pack->sealed = true;  // never continued by a stream's blocks
+        }
+        PackRange(pack.get(), pos, std::move(bytes), bs, packing->second);
+        continue;
+      }
       auto s = std::make_shared<FrozenSlice>();
       s->chunk = chunk;
       s->pos = pos;
       s->id = ids[next++];
       s->len = uint32_t(bytes.size());
-      if (bytes.size() <= bs) {  // the common case of small writes: no copy
+      if (bytes.size() <= bs) {  // no copy
         s->blocks.push_back({std::move(bytes), FrozenSlice::State::kBuffered});
       } else {
         for (size_t off = 0; off < s->len; off += bs)
@@ -473,6 +531,7 @@ Status FileData::FreezeBufferLocked() {
       }
       frozen_.push_back(std::move(s));
     }
+    if (pack) frozen_.push_back(std::move(pack));
   }
   return Status::OK();
 }
@@ -577,7 +636,7 @@ Status FileData::CommitPendingLocked(const meta::Context& ctx) {
 
   std::vector<meta::SliceWrite> writes;
   writes.reserve(frozen_.size());
-  for (const auto& s : frozen_) writes.push_back({s->chunk, Slice{s->pos, s->id, s->len, 0, s->len}});
+  for (const auto& s : frozen_) s->AppendRecords(&writes);
   meta::Attr attr;
   std::vector<uint32_t> counts;
   RETURN_IF_ERROR(dp_->meta()->WriteSlices(ctx, ino_, writes, last_write_, &attr, &counts));
@@ -629,7 +688,7 @@ Status FileData::StartBatchLocked(const meta::Context& ctx, bool freeze_buffer) 
   for (const auto& s : slices) {
     std::lock_guard<std::mutex> g(s->mu);
     s->sealed = true;  // committed with its length as it is now
-    batch->writes.push_back({s->chunk, Slice{s->pos, s->id, s->len, 0, s->len}});
+    s->AppendRecords(&batch->writes);
   }
   // Writeback stages what is not uploading yet in one write; otherwise
   // blocks a failed upload left buffered are uploaded again.
@@ -759,22 +818,40 @@ Status FileData::OverlayLocked(uint64_t off, size_t size, char* buf) {
   const uint64_t end = off + size;
   const uint32_t bs = dp_->block_size();
   for (const auto& s : frozen_) {
-    uint64_t base = uint64_t(s->chunk) * kChunkSize + s->pos;
+    const uint64_t base = uint64_t(s->chunk) * kChunkSize;
+    if (base >= end || base + kChunkSize <= off) continue;
     std::lock_guard<std::mutex> g(s->mu);
-    for (uint32_t k = 0; k < s->blocks.size(); ++k) {
-      uint64_t bstart = base + uint64_t(k) * bs;
-      const auto& b = s->blocks[k];
-      uint64_t blen = b.state == FrozenSlice::State::kUploaded ? std::min<uint64_t>(bs, s->len - uint64_t(k) * bs)
-                                                               : b.data.size();
-      uint64_t rs = std::max(bstart, off), re = std::min(bstart + blen, end);
-      if (rs >= re) continue;
-      if (b.state != FrozenSlice::State::kUploaded) {
-        std::memcpy(buf + (rs - off), b.data.data() + (rs - bstart), re - rs);
-      } else {
-        RETURN_IF_ERROR(dp_->store()->ReadSlice(s->id, s->len, uint32_t(rs - base), uint32_t(re - rs), buf + (rs - off))
-                            .With("reading pending slice " + std::to_string(s->id)));
+    // Copies the slice's bytes [soff, soff + n) to dst, block by block.
+    auto copy = [&](uint32_t soff, uint32_t n, char* dst) -> Status {
+      while (n > 0) {
+        const uint32_t k = soff / bs, in = soff % bs, m = std::min(n, bs - in);
+        const auto& b = s->blocks[k];
+        if (b.state != FrozenSlice::State::kUploaded) {
+          std::memcpy(dst, b.data.data() + in, m);
+        } else {
+          RETURN_IF_ERROR(dp_->store()->ReadSlice(s->id, s->len, soff, m, dst)
+                              .With("reading pending slice " + std::to_string(s->id)));
+        }
+        soff += m;
+        dst += m;
+        n -= m;
       }
+      return Status::OK();
+    };
+    auto overlay = [&](const FrozenSlice::Run& r) -> Status {
+      const uint64_t rs = std::max(base + r.pos, off), re = std::min(base + r.pos + r.len, end);
+      return rs < re ? copy(uint32_t(r.off + (rs - base - r.pos)), uint32_t(re - rs), buf + (rs - off)) : Status::OK();
+    };
+    if (s->runs.empty()) {
+      RETURN_IF_ERROR(overlay({s->pos, 0, s->len}));
+      continue;
     }
+    // The runs that can meet [off, end): from the last one starting at or before off.
+    const uint64_t from = off > base ? off - base : 0;
+    auto it = std::upper_bound(s->runs.begin(), s->runs.end(), from,
+                               [](uint64_t p, const FrozenSlice::Run& r) { return p < r.pos; });
+    if (it != s->runs.begin()) --it;
+    for (; it != s->runs.end() && base + it->pos < end; ++it) RETURN_IF_ERROR(overlay(*it));
   }
   buffer_.Overlay(off, size, buf);
   return Status::OK();

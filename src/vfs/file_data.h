@@ -194,9 +194,19 @@ struct FrozenSlice {
     std::string data;  // the bytes until uploaded, then empty
     State state = State::kBuffered;
   };
+  // A packed slice: the small ranges of one chunk's buffer, written at
+  // commit as one object and committed as one record per range (all with
+  // this id; docs/format.md, "Packed slices"), instead of an object each.
+  struct Run {
+    uint32_t pos;  // in the chunk
+    uint32_t off;  // in the slice
+    uint32_t len;
+  };
   uint32_t chunk = 0;  // immutable
-  uint32_t pos = 0;    // immutable: position in the chunk
+  uint32_t pos = 0;    // immutable: position in the chunk (packed: of the first run)
   uint64_t id = 0;     // immutable
+  std::vector<Run> runs;  // immutable once frozen, sorted by pos; empty: one run [pos, pos + len) at 0
+  uint32_t runs_end = 0;  // immutable: packed, the end of the last run in the chunk
   std::mutex mu;
   std::condition_variable cv;
   bool sealed = false;        // guarded by mu: in a background commit, its length may not grow
@@ -204,6 +214,11 @@ struct FrozenSlice {
   std::deque<Block> blocks;   // guarded by mu; a deque keeps block bytes in place as it grows
   int inflight = 0;           // guarded by mu
   Status error;               // guarded by mu: last upload failure
+
+  // Where the slice's bytes end in the chunk (mu or FileData::mu_ held).
+  uint32_t EndInChunk() const { return runs.empty() ? pos + len : runs_end; }
+  // Appends its commit records to *out (as for EndInChunk).
+  void AppendRecords(std::vector<meta::SliceWrite>* out) const;
 };
 
 // A background commit (writeback): the first `count` entries of a file's

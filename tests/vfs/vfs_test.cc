@@ -740,10 +740,54 @@ TEST_F(VfsTest, WritePastBufferLimitCommits) {
   EXPECT_EQ(CommittedLength(ino), 0u);
   EXPECT_TRUE(ObjectKeys().empty());
   ASSERT_NO_FATAL_FAILURE(write_down(100 << 10, 140 << 10, 'c'));  // 72 KiB buffered: over the limit
+  // The commit runs in the background while writing could go on.
+  for (int i = 0; i < 500 && CommittedLength(ino) != (140u << 10); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   EXPECT_EQ(CommittedLength(ino), 140u << 10);
   EXPECT_FALSE(ObjectKeys().empty());
+
   std::string want = std::string(32 << 10, 'b') + std::string(68 << 10, '\0') + std::string(40 << 10, 'c');
   EXPECT_EQ(Read(fh, 0, 1 << 20), want);
+  Release(fh);
+}
+
+TEST_F(VfsTest, ScatteredSmallWritesCommitAsOnePackedSlice) {
+  ASSERT_NO_FATAL_FAILURE(StartVfs(DefaultConfig()));
+  Ino ino = 0;
+  Handle* fh = Create("scattered", &ino);
+  ASSERT_NE(fh, nullptr);
+  // 100 writes of 1,000 bytes, 3,000 apart: 100 buffer ranges in one chunk.
+  std::string want(300000, '\0');
+  for (int i = 99; i >= 0; --i) {
+    std::string piece(1000, char('A' + i % 50));
+    piece[0] = char('a' + i % 26);
+    ASSERT_NO_FATAL_FAILURE(Write(fh, uint64_t(i) * 3000, piece));
+    want.replace(size_t(i) * 3000, 1000, piece);
+  }
+  EXPECT_EQ(Read(fh, 0, 300000), want.substr(0, 298000));  // from the buffer
+  Release(fh);
+  // One slice of 100,000 bytes: 25 blocks of 4 KiB, not 100 objects.
+  EXPECT_EQ(ObjectKeys().size(), 25u);
+  std::vector<chunk::Slice> slices;
+  ASSERT_OK(meta_->Read(ino, 0, &slices));
+  ASSERT_EQ(slices.size(), 100u);
+  for (const auto& s : slices) EXPECT_EQ(s.id, slices[0].id);
+  // Read back from the objects, then overwrite across runs and read again.
+  ASSERT_NO_FATAL_FAILURE(StartVfs(DefaultConfig()));
+  fh = Open(ino);
+  ASSERT_NE(fh, nullptr);
+  EXPECT_EQ(Read(fh, 0, 300000), want.substr(0, 298000));
+  for (int i = 0; i < 100; i += 7) {
+    std::string piece(2500, char('0' + i % 10));
+    ASSERT_NO_FATAL_FAILURE(Write(fh, uint64_t(i) * 3000 + 500, piece));
+    want.replace(size_t(i) * 3000 + 500, 2500, piece);
+  }
+  EXPECT_EQ(Read(fh, 0, 300000), want.substr(0, 298000));
+  Release(fh);
+  ASSERT_NO_FATAL_FAILURE(StartVfs(DefaultConfig()));
+  fh = Open(ino);
+  ASSERT_NE(fh, nullptr);
+  EXPECT_EQ(Read(fh, 0, 300000), want.substr(0, 298000));
   Release(fh);
 }
 
