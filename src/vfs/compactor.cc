@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "common/log.h"
@@ -14,10 +15,13 @@ namespace {
 // Data pieces closer than this are merged into one new slice, the gap
 // written as zeros; farther apart they become separate slices.
 constexpr uint32_t kMaxZeroGap = 64u << 10;
-// A compaction rewrites at most this many bytes per slice record it removes:
-// a chunk that random small writes filled (a record per write, each a piece
-// of a packed slice) is rewritten once it holds 8,192 records, not at every
-// commit (64 MiB written again for each 2,000 writes of 4 KiB).
+// A background compaction (min_slices > 2) that would rewrite more than this
+// many bytes per record in the list waits, unless the slices it holds are at
+// least twice the visible data (space to reclaim): a chunk that random small
+// writes filled (a record per write, each a piece of a packed slice) is
+// rewritten once it holds ~8,192 records, not at every commit (64 MiB
+// written again for each 2,000 writes of 4 KiB). Explicit compactions
+// (`tessera compact`, `gc --compact`: min_slices 2) always run.
 constexpr uint64_t kMaxRewritePerSlice = 8u << 10;
 }  // namespace
 
@@ -48,9 +52,15 @@ Status CompactChunk(meta::Meta* meta, chunk::ChunkStore* store, meta::Ino ino, u
     }
   }
 
-  uint64_t rewrite = 0;
-  for (const Run& run : runs) rewrite += run.end - run.pos;
-  if (rewrite > kMaxRewritePerSlice * slices.size()) return Status::OK();  // not worth it yet
+  if (min_slices > 2) {
+    uint64_t rewrite = 0, visible = 0, held = 0;
+    for (const Run& run : runs) rewrite += run.end - run.pos;
+    for (const Slice& p : pieces) visible += p.len;
+    std::unordered_set<uint64_t> ids;
+    for (const Slice& s : slices)
+      if (s.id != 0 && ids.insert(s.id).second) held += s.size;
+    if (rewrite > kMaxRewritePerSlice * slices.size() && held < 2 * visible) return Status::OK();  // not worth it yet
+  }
 
   const uint32_t bs = store->config().block_size;
   std::vector<Slice> replacement;

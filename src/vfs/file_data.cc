@@ -386,6 +386,9 @@ Status FileData::Write(const meta::Context& ctx, uint64_t off, const char* data,
   std::lock_guard<std::mutex> g(mu_);
   if (size == 0) return Status::OK();
   ReapBatchLocked();
+  // A background commit failed: its writes (and those after it) are gone;
+  // writes fail until fsync or close reports it (and clears it).
+  if (!unreported_.ok()) return unreported_;
   const bool idle = buffer_.empty() && frozen_.size() == (batch_ ? batch_->count : 0);  // nothing uncommitted yet
   const uint64_t end = off + size;
   // Only a write that appends new bytes at its end (a stream) freezes blocks;
@@ -858,9 +861,13 @@ Status FileData::OverlayLocked(uint64_t off, size_t size, char* buf) {
 }
 
 Result<size_t> FileData::Read(uint64_t off, size_t size, char* buf) {
+  InvalidateOnDiscard invalidate(this, /*sync=*/false);
   std::vector<std::pair<uint32_t, std::vector<Slice>>> views;
   for (int attempt = 0;; ++attempt) {
     std::unique_lock<std::mutex> lk(mu_);
+    // A finished background commit's slices are read as committed, never
+    // from objects a compaction since may have released.
+    ReapBatchLocked();
     uint64_t length = std::max(length_, PendingEndLocked());
     if (off >= length || size == 0) return size_t(0);
     size = size_t(std::min<uint64_t>(size, length - off));
