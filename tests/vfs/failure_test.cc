@@ -279,6 +279,58 @@ TEST_F(VfsFailureTest, GetAttrDuringTheLastCloseSeesItsCommit) {
   ReadDuringCommit(vfs_.get(), faults_, Landing::kClose, false);
 }
 
+// A file's buffer over its limit commits in the background, also without
+// writeback. When that commit fails, what it carried is gone: writes after
+// it fail with its error (rather than land on a file missing the bytes
+// before them) until fsync/close reports it once; the file reads as last
+// committed, the failed commit's blocks are deleted, and writing works again.
+TEST_F(VfsFailureTest, FailedBackgroundCommitFailsLaterWritesUntilReported) {
+  vfs_.reset();
+  Config c;
+  c.cleanup_interval_ms = 10;
+  c.compact_threshold = 0;
+  c.file_buffer_limit = 64 << 10;
+  vfs_ = std::make_unique<Vfs>(meta_.get(), chunks_.get(), c);
+  ASSERT_TRUE(vfs_->Start().ok());
+  std::mt19937_64 rng(7);
+  meta::Ino ino = 0;
+  Handle* fh = Create("background", &ino);
+  ASSERT_NE(fh, nullptr);
+  const std::string committed = Bytes(rng, 3 * kBlock);
+  ASSERT_TRUE(Write(fh, 0, committed).ok());
+  ASSERT_TRUE(vfs_->Fsync(ctx_, fh).ok());
+  const size_t before = objects_.Count();
+
+  faults_->FailNext(FaultMeta::kWrite, FaultMeta::Fault::kError);
+  // Descending 2 KiB writes are never cut into blocks (they may be
+  // overwritten): 72 KiB of them stay buffered until the limit is crossed.
+  Status st;
+  for (uint64_t off = 140 << 10; off > (68u << 10) && st.ok(); off -= 2048) st = Write(fh, off - 2048, Bytes(rng, 2048));
+  ASSERT_TRUE(st.ok()) << "a write failed before the background commit could: " << st.ToString();
+  // The commit over the limit runs in the background and fails; a write
+  // after it has finished returns its error.
+  for (int i = 0; i < 500 && st.ok(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    st = Write(fh, 200 << 10, "x");
+  }
+  ASSERT_FALSE(st.ok()) << "writes after a failed background commit still succeed";
+  EXPECT_EQ(st.code(), EIO) << st.ToString();
+  EXPECT_FALSE(Write(fh, 0, "y").ok()) << "the failure was forgotten before fsync/close reported it";
+  meta::Attr attr;
+  ASSERT_TRUE(vfs_->GetAttr(ctx_, ino, &attr).ok());
+  EXPECT_EQ(attr.length, committed.size()) << "the size shows writes the failed commit discarded";
+  st = vfs_->Fsync(ctx_, fh);
+  EXPECT_FALSE(st.ok()) << "fsync did not report the failed background commit";
+  EXPECT_EQ(st.code(), EIO) << st.ToString();
+  EXPECT_TRUE(vfs_->Fsync(ctx_, fh).ok()) << "the error is reported once";
+  EXPECT_EQ(WaitForObjects(before), before) << "the failed commit's blocks stayed in the bucket";
+
+  const std::string later = Bytes(rng, kBlock);
+  ASSERT_TRUE(Write(fh, 3 * kBlock, later).ok());
+  EXPECT_TRUE(vfs_->Release(ctx_, fh).ok());
+  EXPECT_EQ(Read(ino, 4 * kBlock), committed + later);
+}
+
 // A client cut off longer than the session timeout is cleaned by another;
 // when it comes back, what it had not committed is dropped (never written
 // over what others wrote meanwhile), its open files fail with EIO, and new
