@@ -306,9 +306,8 @@ TEST_F(VfsFailureTest, FailedBackgroundCommitFailsLaterWritesUntilReported) {
   // overwritten): 72 KiB of them stay buffered until the limit is crossed.
   Status st;
   for (uint64_t off = 140 << 10; off > (68u << 10) && st.ok(); off -= 2048) st = Write(fh, off - 2048, Bytes(rng, 2048));
-  ASSERT_TRUE(st.ok()) << "a write failed before the background commit could: " << st.ToString();
   // The commit over the limit runs in the background and fails; a write
-  // after it has finished returns its error.
+  // after it has finished (maybe one of those above) returns its error.
   for (int i = 0; i < 500 && st.ok(); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
     st = Write(fh, 200 << 10, "x");
