@@ -59,7 +59,16 @@ Status CompactChunk(meta::Meta* meta, chunk::ChunkStore* store, meta::Ino ino, u
     std::unordered_set<uint64_t> ids;
     for (const Slice& s : slices)
       if (s.id != 0 && ids.insert(s.id).second) held += s.size;
-    if (rewrite > kMaxRewritePerSlice * slices.size() && held < 2 * visible) return Status::OK();  // not worth it yet
+    if (rewrite > kMaxRewritePerSlice * slices.size() && held < 2 * visible) {  // not worth it yet
+      // Worth it at rewrite / 8 KiB records, or sooner once the slices held
+      // reach twice the visible data, which grows with the records: asking
+      // again after a quarter more of them bounds the wasted reads of the
+      // list to a geometric series.
+      const uint64_t by_rewrite = rewrite / kMaxRewritePerSlice + 1;
+      const uint64_t by_growth = slices.size() + slices.size() / 4 + 1;
+      result->retry_at = uint32_t(std::min<uint64_t>({by_rewrite, by_growth, UINT32_MAX}));
+      return Status::OK();
+    }
   }
 
   const uint32_t bs = store->config().block_size;

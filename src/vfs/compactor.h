@@ -17,6 +17,9 @@ struct CompactResult {
   uint32_t slices_before = 0;
   uint32_t slices_after = 0;
   bool changed = false;
+  // Set when a background compaction found the chunk not worth rewriting
+  // yet: the record count at which asking again may find it worth it.
+  uint32_t retry_at = 0;
 };
 
 // Compacts chunk `chunk_index` of inode `ino` if it has at least

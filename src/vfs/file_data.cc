@@ -29,6 +29,7 @@ constexpr uint64_t kCommitFrozenBytes = kChunkSize;
 // or kCompactMaxDefer after it first asked (bounds its slice list).
 constexpr auto kCompactQuiet = std::chrono::seconds(3);
 constexpr auto kCompactMaxDefer = std::chrono::seconds(20);
+constexpr size_t kMaxCompactRetries = 1 << 16;  // chunks remembered as not worth compacting yet
 }  // namespace
 
 // ---------------------------------------------------------------- DataPath
@@ -143,6 +144,27 @@ void DataPath::ScheduleCompaction(meta::Ino ino, uint32_t chunk) {
   SubmitCompaction(ino, chunk);
 }
 
+void DataPath::ScheduleCompactions(meta::Ino ino, const std::vector<meta::SliceWrite>& writes,
+                                   const std::vector<uint32_t>& counts) {
+  const uint32_t threshold = compact_threshold_;
+  if (threshold == 0) return;
+  std::vector<uint32_t> due;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    for (size_t i = 0; i < counts.size() && i < writes.size(); ++i) {
+      const uint32_t chunk = writes[i].chunk_index;
+      if (counts[i] < threshold || (!due.empty() && due.back() == chunk)) continue;
+      auto it = compact_retry_at_.find({ino, chunk});
+      if (it != compact_retry_at_.end()) {
+        if (counts[i] < it->second) continue;
+        compact_retry_at_.erase(it);
+      }
+      due.push_back(chunk);
+    }
+  }
+  for (uint32_t chunk : due) ScheduleCompaction(ino, chunk);
+}
+
 void DataPath::DeferLoop() {
   std::unique_lock<std::mutex> lk(mu_);
   while (!stopping_) {
@@ -177,6 +199,12 @@ void DataPath::SubmitCompaction(meta::Ino ino, uint32_t chunk) {
     }
     CompactResult r;
     Status st = CompactChunk(meta_, store_, ino, chunk, compact_threshold_, &r);
+    if (st.ok() && r.retry_at > 0) {
+      std::lock_guard<std::mutex> g(mu_);
+      // Bounded: forgetting the entries costs only early compaction checks.
+      if (compact_retry_at_.size() >= kMaxCompactRetries) compact_retry_at_.clear();
+      compact_retry_at_[{ino, chunk}] = r.retry_at;
+    }
     if (st.ok() && r.changed) {
       m_.compactions->Inc();
       m_.compaction_slices->Inc(r.slices_before);
@@ -648,9 +676,7 @@ Status FileData::CommitPendingLocked(const meta::Context& ctx) {
   for (const auto& w : writes) views_.erase(w.chunk_index);
   frozen_.clear();
   frozen_unbatched_bytes_ = 0;
-  uint32_t threshold = dp_->compact_threshold();
-  for (size_t i = 0; i < counts.size() && threshold > 0; ++i)
-    if (counts[i] >= threshold) dp_->ScheduleCompaction(ino_, writes[i].chunk_index);
+  dp_->ScheduleCompactions(ino_, writes, counts);
   return Status::OK();
 }
 
@@ -718,9 +744,7 @@ Status FileData::StartBatchLocked(const meta::Context& ctx, bool freeze_buffer) 
     meta::Attr attr;
     std::vector<uint32_t> counts;
     if (st.ok()) st = dp->meta()->WriteSlices(ctx, ino, batch->writes, mtime, &attr, &counts);
-    const uint32_t threshold = dp->compact_threshold();
-    for (size_t i = 0; st.ok() && i < counts.size() && threshold > 0; ++i)
-      if (counts[i] >= threshold) dp->ScheduleCompaction(ino, batch->writes[i].chunk_index);
+    if (st.ok()) dp->ScheduleCompactions(ino, batch->writes, counts);
     {
       std::lock_guard<std::mutex> g(batch->mu);
       batch->done = true;

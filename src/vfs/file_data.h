@@ -82,6 +82,12 @@ class DataPath {
   // writes keep fragmenting is wasted work, and its fragments cost nothing
   // while they are staged (see ChunkStore's --upload-delay).
   void ScheduleCompaction(meta::Ino ino, uint32_t chunk);
+  // After a commit of `writes` whose chunks now hold `counts` records (as
+  // Meta::WriteSlices reports them): schedules the chunks at or over the
+  // threshold, except those a compaction found not worth rewriting until
+  // they hold more records (CompactResult::retry_at).
+  void ScheduleCompactions(meta::Ino ino, const std::vector<meta::SliceWrite>& writes,
+                           const std::vector<uint32_t>& counts);
 
   // Read-ahead: loads a block into the block cache in the background (once
   // at a time per block).
@@ -158,6 +164,8 @@ class DataPath {
   std::shared_mutex invalidator_mu_;  // held shared while invalidator_ runs
   std::function<void(meta::Ino)> invalidator_;  // guarded by invalidator_mu_
   std::set<std::pair<meta::Ino, uint32_t>> compact_queued_;  // guarded by mu_
+  // Chunks found not worth compacting yet -> record count to ask again at.
+  std::map<std::pair<meta::Ino, uint32_t>, uint32_t> compact_retry_at_;  // guarded by mu_
   // Writeback: chunks waiting to go quiet -> (first, last) request times.
   std::map<std::pair<meta::Ino, uint32_t>,
            std::pair<std::chrono::steady_clock::time_point, std::chrono::steady_clock::time_point>>
