@@ -107,7 +107,7 @@ int main(int argc, char** argv) {
   mount->add_flag("--enable-cap", mo.enable_cap,
                   "support the security.capability xattr (file capabilities; implies --enable-xattr); off, the "
                   "kernel's lookup of it before every write is answered at once");
-  mount->add_option("--prefetch", mo.prefetch, "load the whole block in the background after a partial read (0 = off)")
+  mount->add_option("--prefetch", mo.prefetch, "load the whole block in the background after a partial read (0 = off; never for a local-directory bucket, whose ranges read as fast)")
       ->capture_default_str()->check(CLI::Range(0, 1));
   mount->add_option("--compact-threshold", mo.compact_threshold, "compact a chunk in the background once it has this many slices (0 = never)")
       ->capture_default_str()->check(CLI::Range(uint32_t(0), uint32_t(1000000)));

@@ -7,20 +7,24 @@ BufferPool& BufferPool::Default() {
   return *pool;
 }
 
-std::string BufferPool::Take(size_t capacity) {
+std::string BufferPool::Pop(size_t capacity) {
   std::string out;
-  if (capacity >= kMinBytes) {
-    std::lock_guard<std::mutex> g(mu_);
-    for (size_t i = free_.size(); i-- > 0;) {  // the most recently kept first: its pages are warm
-      const size_t room = free_[i].capacity();
-      if (room < capacity || room > 2 * capacity) continue;
-      out = std::move(free_[i]);
-      free_[i] = std::move(free_.back());
-      free_.pop_back();
-      kept_ -= room;
-      break;
-    }
+  if (capacity < kMinBytes) return out;
+  std::lock_guard<std::mutex> g(mu_);
+  for (size_t i = free_.size(); i-- > 0;) {  // the most recently kept first: its pages are warm
+    const size_t room = free_[i].capacity();
+    if (room < capacity || room > 2 * capacity) continue;
+    out = std::move(free_[i]);
+    free_[i] = std::move(free_.back());
+    free_.pop_back();
+    kept_ -= room;
+    break;
   }
+  return out;
+}
+
+std::string BufferPool::Take(size_t capacity) {
+  std::string out = Pop(capacity);
   out.clear();
   out.reserve(capacity);
   return out;
@@ -33,7 +37,10 @@ std::string BufferPool::Copy(std::string_view data) {
 }
 
 std::string BufferPool::Sized(size_t n) {
-  std::string out = Take(n);
+  // A kept buffer keeps its length: its bytes were written before, so
+  // resizing within them is no memset (only past them, or of a new one).
+  std::string out = Pop(n);
+  out.reserve(n);
   out.resize(n);
   return out;
 }
@@ -45,9 +52,8 @@ void BufferPool::Give(std::string&& s) {
   if (room < kMinBytes) return;
   std::lock_guard<std::mutex> g(mu_);
   if (kept_ + room > kMaxBytes) return;  // freed as the lock goes (buf is destroyed after g)
-  buf.clear();
   kept_ += room;
-  free_.push_back(std::move(buf));
+  free_.push_back(std::move(buf));  // with its length, for Sized
 }
 
 std::shared_ptr<const std::string> BufferPool::Share(std::string&& s) {

@@ -31,6 +31,8 @@ class BufferPool {
   std::string Take(size_t capacity);
   // A taken buffer holding a copy of data; one of n bytes to read into.
   std::string Copy(std::string_view data);
+  // A buffer of n bytes to be overwritten: a kept one's bytes are stale
+  // data (not zeros), so the caller writes all n or shrinks it.
   std::string Sized(size_t n);
   // Keeps s's buffer for a later Take when it is big enough and there is
   // room; frees it otherwise. s is left empty.
@@ -43,6 +45,10 @@ class BufferPool {
   size_t kept_bytes() const;
 
  private:
+  // A kept buffer of `capacity` to 2x that room, as kept (length and all),
+  // or an empty string.
+  std::string Pop(size_t capacity);
+
   mutable std::mutex mu_;
   std::vector<std::string> free_;  // guarded by mu_
   size_t kept_ = 0;                // guarded by mu_: the capacities of free_

@@ -78,6 +78,7 @@ class FaultStore final : public ObjectStore {
   Result<ObjectInfo> Head(const std::string& key) override;
   Status List(const std::string& prefix, const std::string& start_after, size_t limit,
               std::vector<ObjectInfo>* out, bool* more) override;
+  bool cheap_ranges() const override { return inner_->cheap_ranges(); }
 
   struct Stats {
     uint64_t requests = 0;  // requests faults applied to (ops)

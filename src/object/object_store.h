@@ -42,6 +42,10 @@ class ObjectStore {
   // further matching keys follow.
   virtual Status List(const std::string& prefix, const std::string& start_after, size_t limit,
                       std::vector<ObjectInfo>* out, bool* more) = 0;
+  // True when reading a range of an object costs about what copying it from
+  // a block cache does (a local directory, whose file system caches it):
+  // then fetching a whole block to serve later partial reads gains nothing.
+  virtual bool cheap_ranges() const { return false; }
 };
 
 struct StoreOptions {

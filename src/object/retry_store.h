@@ -31,6 +31,7 @@ class RetryStore final : public ObjectStore {
   Status Put(const std::string& key, std::string_view data) override;
   Result<std::string> Get(const std::string& key, int64_t off, int64_t len) override;
   Status Delete(const std::string& key) override;
+  bool cheap_ranges() const override { return inner_->cheap_ranges(); }
   Result<ObjectInfo> Head(const std::string& key) override;
   Status List(const std::string& prefix, const std::string& start_after, size_t limit, std::vector<ObjectInfo>* out,
               bool* more) override;

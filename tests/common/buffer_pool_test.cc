@@ -32,6 +32,27 @@ TEST(BufferPoolTest, GivenBuffersAreTakenAgain) {
   EXPECT_GE(pool.kept_bytes(), kBlock);
 }
 
+// Sized hands out a kept buffer without zeroing the bytes it held (a memset
+// of 4 MiB per block read was 10% of a mount's CPU in random reads); only
+// bytes past them are new, and zero.
+TEST(BufferPoolTest, SizedReusesAKeptBufferWithoutZeroingIt) {
+  BufferPool pool;
+  std::string a = pool.Sized(kBlock);
+  ASSERT_EQ(a.size(), kBlock);
+  a.assign(kBlock / 2, 'x');
+  const char* room = a.data();
+  pool.Give(std::move(a));
+  std::string b = pool.Sized(kBlock / 4 * 3);
+  ASSERT_EQ(b.data(), room) << "the kept buffer was not handed out again";
+  ASSERT_EQ(b.size(), kBlock / 4 * 3);
+  EXPECT_EQ(b.find_first_not_of('x'), kBlock / 2) << "the kept bytes were rewritten";
+  EXPECT_EQ(b.find_first_not_of('\0', kBlock / 2), std::string::npos) << "bytes past the kept ones are not zero";
+  pool.Give(std::move(b));
+  std::string c = pool.Take(kBlock);
+  EXPECT_EQ(c.data(), room);
+  EXPECT_TRUE(c.empty()) << "Take must hand a kept buffer out empty";
+}
+
 TEST(BufferPoolTest, SmallBuffersAreNotKeptAndTheBoundHolds) {
   BufferPool pool;
   std::string tiny(100, 'x');
