@@ -421,9 +421,8 @@ Status FileData::Write(const meta::Context& ctx, uint64_t off, const char* data,
   const uint64_t end = off + size;
   // Only a write that appends new bytes at its end (a stream) freezes blocks;
   // one that overwrites buffered bytes may be followed by more overwrites.
-  const bool appends = !buffer_.Covers(end - 1);
   int64_t before = int64_t(buffer_.bytes());
-  buffer_.Write(off, data, size);
+  const bool appends = buffer_.Write(off, data, size);
   last_write_ = meta::Now();
   int64_t cut = 0;
   for (uint64_t c = off / kChunkSize; appends && c <= (end - 1) / kChunkSize; ++c) {

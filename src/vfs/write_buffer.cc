@@ -10,19 +10,21 @@ namespace tessera::vfs {
 
 using chunk::kChunkSize;
 
-void WriteBuffer::Write(uint64_t off, const char* data, size_t n) {
+bool WriteBuffer::Write(uint64_t off, const char* data, size_t n) {
+  bool extends = false;
   while (n > 0) {
     uint32_t index = uint32_t(off / kChunkSize);
     uint32_t pos = uint32_t(off % kChunkSize);
     uint32_t len = uint32_t(std::min<uint64_t>(n, kChunkSize - pos));
-    WriteInChunk(index, pos, data, len);
+    extends = WriteInChunk(index, pos, data, len);
     off += len;
     data += len;
     n -= len;
   }
+  return extends;
 }
 
-void WriteBuffer::WriteInChunk(uint32_t index, uint32_t pos, const char* data, uint32_t n) {
+bool WriteBuffer::WriteInChunk(uint32_t index, uint32_t pos, const char* data, uint32_t n) {
   Ranges& ranges = chunks_[index];
   uint64_t start = pos, end = uint64_t(pos) + n;
   // First range that could touch [start, end]: the one starting at or before start.
@@ -33,15 +35,17 @@ void WriteBuffer::WriteInChunk(uint32_t index, uint32_t pos, const char* data, u
   }
   if (it != ranges.end() && it->first <= start && it->first + it->second.size() >= end) {
     std::memcpy(it->second.data() + (start - it->first), data, n);  // fully inside: overwrite in place
-    return;
+    return false;
   }
   // Merge every range touching [start, end] into one.
   uint64_t new_start = start, new_end = end;
   auto first = it;
   auto last = it;
+  bool covered = false;  // the write's last byte was pending already
   while (last != ranges.end() && last->first <= end) {
     new_start = std::min<uint64_t>(new_start, last->first);
     new_end = std::max<uint64_t>(new_end, last->first + last->second.size());
+    covered = covered || (last->first < end && last->first + last->second.size() >= end);
     ++last;
   }
   if (first != last && first->first == new_start && std::next(first) == last &&
@@ -59,7 +63,7 @@ void WriteBuffer::WriteInChunk(uint32_t index, uint32_t pos, const char* data, u
     }
     grown.append(data, n);
     bytes_ += n;
-    return;
+    return true;
   }
   if (first != last && first->first == new_start) {
     // Grow the first range in place: the common sequential append then costs
@@ -74,7 +78,7 @@ void WriteBuffer::WriteInChunk(uint32_t index, uint32_t pos, const char* data, u
     std::memcpy(grown.data() + (start - new_start), data, n);
     bytes_ += grown.size();
     ranges.erase(std::next(first), last);
-    return;
+    return !covered;
   }
   if (first == last) {  // touches no range: a new one, the bytes copied once
     bytes_ += n;
@@ -84,7 +88,7 @@ void WriteBuffer::WriteInChunk(uint32_t index, uint32_t pos, const char* data, u
     if (block_ > 0 && start % block_ == 0 && n >= block_ / 16 && n <= block_) bytes = BufferPool::Default().Take(block_);
     bytes.append(data, n);
     ranges.emplace(uint32_t(start), std::move(bytes));
-    return;
+    return true;
   }
   std::string merged(new_end - new_start, '\0');
   for (auto r = first; r != last; ++r) {
@@ -95,6 +99,7 @@ void WriteBuffer::WriteInChunk(uint32_t index, uint32_t pos, const char* data, u
   ranges.erase(first, last);
   bytes_ += merged.size();
   ranges.emplace(uint32_t(new_start), std::move(merged));
+  return !covered;
 }
 
 void WriteBuffer::Overlay(uint64_t off, size_t n, char* buf) const {

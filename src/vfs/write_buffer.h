@@ -20,7 +20,9 @@ class WriteBuffer {
   using Ranges = std::map<uint32_t, std::string>;  // pos in chunk -> bytes
 
   // Records `n` bytes written at file offset `off` (may span chunks).
-  void Write(uint64_t off, const char* data, size_t n);
+  // Returns whether the last byte written was not pending before (the write
+  // extends what is buffered there, as a stream's appends do).
+  bool Write(uint64_t off, const char* data, size_t n);
   // Copies pending bytes overlapping [off, off+n) over buf (buf[0] = off).
   void Overlay(uint64_t off, size_t n, char* buf) const;
   // Drops pending bytes at or beyond `length` (after a truncate).
@@ -43,7 +45,7 @@ class WriteBuffer {
   void Clear();
 
  private:
-  void WriteInChunk(uint32_t index, uint32_t pos, const char* data, uint32_t n);
+  bool WriteInChunk(uint32_t index, uint32_t pos, const char* data, uint32_t n);
   const uint32_t block_;
   std::map<uint32_t, Ranges> chunks_;  // chunk index -> ranges
   size_t bytes_ = 0;

@@ -211,7 +211,10 @@ TEST(WriteBufferTest, RandomOperationsMatchByteModel) {
         }
         len = size_t(std::min<uint64_t>(len, room));
         std::string data = RandomBytes(rng, len);
-        wb.Write(off, data.data(), data.size());
+        char last = 0;
+        const bool had_last = model.Get(off + len - 1, &last);
+        const bool extends = wb.Write(off, data.data(), data.size());
+        ASSERT_EQ(extends, !had_last) << "Write's answer to whether its last byte was pending before";
         model.Write(off, data);
       } else if (op < 72) {
         wb.Write(RandomOffset(rng, w), "", 0);  // a no-op
