@@ -250,18 +250,17 @@ Status ChunkStore::ReadBlock(uint64_t id, uint32_t index, uint32_t block_len, ui
     }
   }
   counters_.store_gets.fetch_add(1, std::memory_order_relaxed);
-  Result<std::string> data = store_->Get(key, off, n);
-  if (!data.ok()) {
+  Result<size_t> got = store_->GetInto(key, off, n, buf);  // straight into the reader's buffer
+  if (!got.ok()) {
     // The slice is committed, so a missing block is lost data, not a missing file.
-    if (data.status().not_found()) return Status::Err(EIO, "block " + key + " is missing");
-    return data.status().With("read block " + key);
+    if (got.status().not_found()) return Status::Err(EIO, "block " + key + " is missing");
+    return got.status().With("read block " + key);
   }
-  counters_.store_get_bytes.fetch_add(data->size(), std::memory_order_relaxed);
-  if (data->size() != n) {
-    return Status::Err(EIO, "block " + key + " is short: read " + std::to_string(data->size()) + " of " +
+  counters_.store_get_bytes.fetch_add(*got, std::memory_order_relaxed);
+  if (*got != n) {
+    return Status::Err(EIO, "block " + key + " is short: read " + std::to_string(*got) + " of " +
                                 std::to_string(n) + " bytes at " + std::to_string(off));
   }
-  std::memcpy(buf, data->data(), n);
   return Status::OK();
 }
 

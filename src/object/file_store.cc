@@ -189,7 +189,8 @@ Status FileStore::Put(const std::string& key, std::string_view data) {
   }
 }
 
-Result<std::string> FileStore::Get(const std::string& key, int64_t off, int64_t len) {
+Result<size_t> FileStore::ReadRange(const std::string& key, int64_t off, int64_t len,
+                                    const std::function<char*(size_t)>& room) {
   RETURN_IF_ERROR(CheckKey(key));
   if (off < 0) return Status::Err(EINVAL, "get " + key + ": negative offset");
   const std::string path = Path(key);
@@ -212,14 +213,14 @@ Result<std::string> FileStore::Get(const std::string& key, int64_t off, int64_t 
   }
 
   int64_t size = st.st_size;
-  if (off >= size) return std::string();
+  if (off >= size) return size_t(0);
   // A read of part of the object keeps the file for the next one.
   if (opened && !(off == 0 && (len < 0 || len >= size))) KeepFd(key, fd);
   const size_t want = size_t(len < 0 ? size - off : std::min(len, size - off));
-  std::string out = BufferPool::Default().Sized(want);  // a whole block: a kept buffer
+  char* dst = room(want);
   size_t got = 0;
-  while (got < out.size()) {
-    ssize_t n = ::pread(fd->get(), out.data() + got, out.size() - got, off_t(off + int64_t(got)));
+  while (got < want) {
+    ssize_t n = ::pread(fd->get(), dst + got, want - got, off_t(off + int64_t(got)));
     if (n < 0) {
       if (errno == EINTR) continue;
       int err = errno;
@@ -228,8 +229,21 @@ Result<std::string> FileStore::Get(const std::string& key, int64_t off, int64_t 
     if (n == 0) break;  // cannot happen for an object replaced only by rename
     got += size_t(n);
   }
+  return got;
+}
+
+Result<std::string> FileStore::Get(const std::string& key, int64_t off, int64_t len) {
+  std::string out;
+  ASSIGN_OR_RETURN(size_t got, ReadRange(key, off, len, [&](size_t want) {
+                     out = BufferPool::Default().Sized(want);  // a whole block: a kept buffer
+                     return out.data();
+                   }));
   out.resize(got);
   return out;
+}
+
+Result<size_t> FileStore::GetInto(const std::string& key, int64_t off, size_t len, char* dst) {
+  return ReadRange(key, off, int64_t(len), [dst](size_t) { return dst; });
 }
 
 Status FileStore::Delete(const std::string& key) {

@@ -21,6 +21,7 @@
 // Thread-safe, also across processes sharing the directory.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -41,6 +42,7 @@ class FileStore final : public ObjectStore {
   Status Create() override;
   Status Put(const std::string& key, std::string_view data) override;
   Result<std::string> Get(const std::string& key, int64_t off, int64_t len) override;
+  Result<size_t> GetInto(const std::string& key, int64_t off, size_t len, char* dst) override;
   Status Delete(const std::string& key) override;
   bool cheap_ranges() const override { return true; }
   Result<ObjectInfo> Head(const std::string& key) override;
@@ -49,6 +51,9 @@ class FileStore final : public ObjectStore {
 
  private:
   std::string Path(const std::string& key) const { return root_ + "/" + key; }
+  // Reads [off, off+len) (len < 0: to the end) into room(n), asked once
+  // for the n bytes the object has there unless there are none: the bytes read.
+  Result<size_t> ReadRange(const std::string& key, int64_t off, int64_t len, const std::function<char*(size_t)>& room);
   // Appends to *keys every object key under directory rel_dir ("" or ending
   // in '/') that starts with prefix and sorts after start_after.
   Status Walk(const std::string& rel_dir, const std::string& prefix, const std::string& start_after,

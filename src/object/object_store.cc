@@ -1,6 +1,8 @@
 #include "object/object_store.h"
 
+#include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <initializer_list>
 #include <system_error>
@@ -24,6 +26,17 @@ std::string FromEnv(std::initializer_list<const char*> names) {
   }
   return "";
 }
+
+}  // namespace
+
+Result<size_t> ObjectStore::GetInto(const std::string& key, int64_t off, size_t len, char* dst) {
+  ASSIGN_OR_RETURN(std::string data, Get(key, off, int64_t(len)));
+  const size_t n = std::min(data.size(), len);
+  std::memcpy(dst, data.data(), n);
+  return n;
+}
+
+namespace {
 
 Result<std::unique_ptr<ObjectStore>> OpenS3(const StoreOptions& opts) {
   ASSIGN_OR_RETURN(S3Endpoint endpoint, ParseS3Endpoint(opts.bucket));

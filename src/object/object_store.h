@@ -33,6 +33,10 @@ class ObjectStore {
   // Reads [off, off+len) of the object (len < 0: to the end). A range past the
   // end is truncated. ENOENT when the object does not exist.
   virtual Result<std::string> Get(const std::string& key, int64_t off = 0, int64_t len = -1) = 0;
+  // Get of [off, off+len) into dst, which has room for len bytes: the bytes
+  // read (fewer only at the object's end). The default copies Get's string;
+  // a store that can read into dst directly saves that copy.
+  virtual Result<size_t> GetInto(const std::string& key, int64_t off, size_t len, char* dst);
   // Deleting a missing object is not an error.
   virtual Status Delete(const std::string& key) = 0;
   // ENOENT when missing.

@@ -53,6 +53,11 @@ Result<std::string> RetryStore::Get(const std::string& key, int64_t off, int64_t
   if (r.ok()) metrics_[kGet].bytes->Inc(r->size());
   return r;
 }
+Result<size_t> RetryStore::GetInto(const std::string& key, int64_t off, size_t len, char* dst) {
+  auto r = Do(kGet, key, [&] { return inner_->GetInto(key, off, len, dst); });
+  if (r.ok()) metrics_[kGet].bytes->Inc(*r);
+  return r;
+}
 Status RetryStore::Delete(const std::string& key) {
   return Do(kDelete, key, [&] { return inner_->Delete(key); });
 }

@@ -30,6 +30,7 @@ class RetryStore final : public ObjectStore {
   Status Create() override;
   Status Put(const std::string& key, std::string_view data) override;
   Result<std::string> Get(const std::string& key, int64_t off, int64_t len) override;
+  Result<size_t> GetInto(const std::string& key, int64_t off, size_t len, char* dst) override;
   Status Delete(const std::string& key) override;
   bool cheap_ranges() const override { return inner_->cheap_ranges(); }
   Result<ObjectInfo> Head(const std::string& key) override;
