@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -97,7 +98,26 @@ int64_t NowSec() {
 
 }  // namespace
 
-FileStore::FileStore(std::string root, bool fsync) : root_(std::move(root)), fsync_(fsync), fds_(KeptFiles()) {}
+FileStore::FileStore(std::string root, bool fsync) : root_(std::move(root)), fsync_(fsync), fds_(KeptFiles()) {
+  // Network and FUSE file systems (their f_type in statfs(2)): a ranged read
+  // is a round trip there, so whole blocks are worth prefetching.
+  static constexpr int64_t kRemote[] = {
+      0x65735546,  // FUSE
+      0x6969,      // NFS
+      0x517B,      // SMB
+      0xFF534D42,  // CIFS
+      0xFE534D42,  // SMB2
+      0x00C36400,  // Ceph
+      0x01021997,  // 9p
+      0x0BD00BD0,  // Lustre
+      0x5346414F,  // AFS
+      0x01161970,  // GFS2
+  };
+  struct statfs fs;
+  if (::statfs(root_.c_str(), &fs) != 0) return;  // not there yet (Create makes it): assume local
+  for (int64_t magic : kRemote)
+    if (int64_t(uint32_t(fs.f_type)) == magic) local_ = false;
+}
 
 size_t FileStore::Slot(const std::string& key) const { return std::hash<std::string>{}(key) % fds_.size(); }
 

@@ -44,12 +44,15 @@ class FileStore final : public ObjectStore {
   Result<std::string> Get(const std::string& key, int64_t off, int64_t len) override;
   Result<size_t> GetInto(const std::string& key, int64_t off, size_t len, char* dst) override;
   Status Delete(const std::string& key) override;
-  bool cheap_ranges() const override { return true; }
+  // True unless the directory is on a network or FUSE file system (NFS,
+  // SMB, Ceph, 9p, Lustre, another FUSE mount...), where a read is a round trip.
+  bool cheap_ranges() const override { return local_; }
   Result<ObjectInfo> Head(const std::string& key) override;
   Status List(const std::string& prefix, const std::string& start_after, size_t limit,
               std::vector<ObjectInfo>* out, bool* more) override;
 
  private:
+  bool local_ = true;  // set by the constructor (statfs of the root)
   std::string Path(const std::string& key) const { return root_ + "/" + key; }
   // Reads [off, off+len) (len < 0: to the end) into room(n), asked once
   // for the n bytes the object has there unless there are none: the bytes read.

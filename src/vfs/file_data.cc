@@ -30,6 +30,9 @@ constexpr uint64_t kCommitFrozenBytes = kChunkSize;
 constexpr auto kCompactQuiet = std::chrono::seconds(3);
 constexpr auto kCompactMaxDefer = std::chrono::seconds(20);
 constexpr size_t kMaxCompactRetries = 1 << 16;  // chunks remembered as not worth compacting yet
+// A chunk found not worth compacting is checked again after this at the
+// latest (its slices held may have grown past twice the visible data).
+constexpr auto kCompactRetryAge = std::chrono::seconds(60);
 }  // namespace
 
 // ---------------------------------------------------------------- DataPath
@@ -67,6 +70,9 @@ void DataPath::EmitMetrics(metrics::Emitter& e) const {
           double(deferred));
   e.Counter("tessera_abandoned_objects_total", "Objects of abandoned writes left to gc (their deletion failed)", {},
             double(abandoned_leaks()));
+  e.Counter("tessera_compaction_checks_total",
+            "Chunks the background compactor examined (compacted, or not worth rewriting yet)", {},
+            double(compaction_checks()));
   e.Counter("tessera_readahead_failures_total", "Read-aheads that failed (the reads fetch for themselves)", {},
             double(prefetch_failures()));
 }
@@ -149,6 +155,7 @@ void DataPath::ScheduleCompactions(meta::Ino ino, const std::vector<meta::SliceW
   const uint32_t threshold = compact_threshold_;
   if (threshold == 0) return;
   std::vector<uint32_t> due;
+  const auto now = std::chrono::steady_clock::now();
   {
     std::lock_guard<std::mutex> g(mu_);
     for (size_t i = 0; i < counts.size() && i < writes.size(); ++i) {
@@ -156,7 +163,9 @@ void DataPath::ScheduleCompactions(meta::Ino ino, const std::vector<meta::SliceW
       if (counts[i] < threshold || (!due.empty() && due.back() == chunk)) continue;
       auto it = compact_retry_at_.find({ino, chunk});
       if (it != compact_retry_at_.end()) {
-        if (counts[i] < it->second) continue;
+        const CompactRetry& r = it->second;
+        const bool fell = uint64_t(counts[i]) * 4 < uint64_t(r.seen) * 3;
+        if (counts[i] < r.retry_at && !fell && now - r.when < kCompactRetryAge) continue;
         compact_retry_at_.erase(it);
       }
       due.push_back(chunk);
@@ -199,11 +208,12 @@ void DataPath::SubmitCompaction(meta::Ino ino, uint32_t chunk) {
     }
     CompactResult r;
     Status st = CompactChunk(meta_, store_, ino, chunk, compact_threshold_, &r);
+    compaction_checks_.fetch_add(1, std::memory_order_relaxed);
     if (st.ok() && r.retry_at > 0) {
       std::lock_guard<std::mutex> g(mu_);
       // Bounded: forgetting the entries costs only early compaction checks.
       if (compact_retry_at_.size() >= kMaxCompactRetries) compact_retry_at_.clear();
-      compact_retry_at_[{ino, chunk}] = r.retry_at;
+      compact_retry_at_[{ino, chunk}] = CompactRetry{r.slices_before, r.retry_at, std::chrono::steady_clock::now()};
     }
     if (st.ok() && r.changed) {
       m_.compactions->Inc();

@@ -128,6 +128,8 @@ class DataPath {
   // Objects of abandoned writes that could not be deleted (left to gc), and
   // read-aheads that failed (their reads fetch the data themselves).
   uint64_t abandoned_leaks() const { return abandoned_leaks_.load(std::memory_order_relaxed); }
+  // Chunks the background compactor examined (compacted or not worth it yet).
+  uint64_t compaction_checks() const { return compaction_checks_.load(std::memory_order_relaxed); }
   uint64_t prefetch_failures() const { return prefetch_failures_.load(std::memory_order_relaxed); }
   // Uploads a block in the background; `done` runs on a worker with the
   // result. Without writeback the caches are left alone: `done` hands the
@@ -158,14 +160,20 @@ class DataPath {
   uint64_t max_readahead_ = 0;      // set before use; 0 = off
   std::set<std::pair<uint64_t, uint32_t>> prefetching_;  // guarded by mu_
   TaskPool prefetcher_{4};
-  std::atomic<uint64_t> abandoned_leaks_{0}, prefetch_failures_{0};
+  std::atomic<uint64_t> abandoned_leaks_{0}, prefetch_failures_{0}, compaction_checks_{0};
   std::atomic<uint64_t> commit_epoch_{0};
   std::function<void(meta::Ino, uint32_t)> on_compacted_;
   std::shared_mutex invalidator_mu_;  // held shared while invalidator_ runs
   std::function<void(meta::Ino)> invalidator_;  // guarded by invalidator_mu_
   std::set<std::pair<meta::Ino, uint32_t>> compact_queued_;  // guarded by mu_
-  // Chunks found not worth compacting yet -> record count to ask again at.
-  std::map<std::pair<meta::Ino, uint32_t>, uint32_t> compact_retry_at_;  // guarded by mu_
+  // Chunks found not worth compacting yet: asked again once they hold
+  // retry_at records, or a quarter fewer than seen (truncated, compacted by
+  // another client, pruned), or kCompactRetryAge after the check.
+  struct CompactRetry {
+    uint32_t seen = 0, retry_at = 0;
+    std::chrono::steady_clock::time_point when;
+  };
+  std::map<std::pair<meta::Ino, uint32_t>, CompactRetry> compact_retry_at_;  // guarded by mu_
   // Writeback: chunks waiting to go quiet -> (first, last) request times.
   std::map<std::pair<meta::Ino, uint32_t>,
            std::pair<std::chrono::steady_clock::time_point, std::chrono::steady_clock::time_point>>

@@ -389,6 +389,16 @@ TEST_F(FileStoreTest, ListIgnoresTempFiles) {
   EXPECT_EQ(infos[0].key, "d/obj");
 }
 
+// A bucket directory on a local file system reads ranges cheaply (no block
+// prefetch on partial misses), also through the retry layer Open adds; the
+// memory store (a stand-in for remote stores in tests) says no.
+TEST_F(FileStoreTest, LocalDirectoryHasCheapRanges) {
+  EXPECT_TRUE(store_->cheap_ranges());
+  auto memory = Open({.storage = "memory", .bucket = "cheap-ranges"});
+  ASSERT_TRUE(memory.ok());
+  EXPECT_FALSE((*memory)->cheap_ranges());
+}
+
 // Ranged reads keep the object's file open (file_store.h): a kept file is
 // never read once the object was deleted or replaced, by this store or by
 // another one on the same directory (another process), and a whole-object

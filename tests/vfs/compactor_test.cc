@@ -5,13 +5,17 @@
 // again. Explicit compactions (min_slices 2) always rewrite.
 #include <fcntl.h>
 
+#include <chrono>
 #include <memory>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 
 #include "object/memory_store.h"
 #include "vfs/compactor.h"
+#include "vfs/file_data.h"
 #include "vfs/vfs.h"
 
 namespace tessera::vfs {
@@ -108,6 +112,45 @@ TEST_F(CompactorTest, CloseRecordsAreCompactedInTheBackgroundToo) {
   EXPECT_TRUE(r.changed);
   EXPECT_EQ(r.retry_at, 0u);
   EXPECT_EQ(ReadAll(ino, want.size()), want);
+}
+
+// DataPath asks again about a chunk found not worth rewriting only once it
+// holds retry_at records or a quarter fewer than when it was checked (it
+// was truncated or compacted meanwhile), not at every commit.
+TEST_F(CompactorTest, ChunkNotWorthItIsCheckedAgainOnlyWhenItsCountMoves) {
+  meta::Ino ino = 0;
+  (void)WriteScattered(&ino, 20, 32 << 10);  // 20 records, retry_at 26 (above)
+  DataPath dp(meta_.get(), chunks_.get(), 64 << 20, 64 << 20, 2);
+  dp.ConfigureCompaction(4, nullptr);
+  const std::vector<meta::SliceWrite> writes(1, meta::SliceWrite{0, chunk::Slice{}});
+  auto wait_for_checks = [&](uint64_t n) {
+    for (int i = 0; i < 500 && dp.compaction_checks() < n; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    return dp.compaction_checks();
+  };
+  dp.ScheduleCompactions(ino, writes, {20});
+  ASSERT_EQ(wait_for_checks(1), 1u);
+  // Below retry_at: not asked. (Were it asked, the check below that waits
+  // for the second one would count three, or, merged in the queue, one.)
+  dp.ScheduleCompactions(ino, writes, {21});
+  dp.ScheduleCompactions(ino, writes, {25});
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  dp.ScheduleCompactions(ino, writes, {26});
+  ASSERT_EQ(wait_for_checks(2), 2u);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(dp.compaction_checks(), 2u) << "asked below retry_at";
+  // The check found the 20 records the chunk holds (the counts given here
+  // are made up): asked again at 26, or below 15 (3/4 of 20).
+  dp.ScheduleCompactions(ino, writes, {25});
+  dp.ScheduleCompactions(ino, writes, {15});
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(dp.compaction_checks(), 2u) << "asked below retry_at, or before the count fell by a quarter";
+  dp.ScheduleCompactions(ino, writes, {14});
+  ASSERT_EQ(wait_for_checks(3), 3u) << "a chunk whose record count fell was not asked again";
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(dp.compaction_checks(), 3u);
+  std::vector<chunk::Slice> slices;
+  ASSERT_TRUE(meta_->Read(ino, 0, &slices).ok());
+  EXPECT_EQ(slices.size(), 20u) << "a background compaction rewrote the chunk";
 }
 
 }  // namespace
