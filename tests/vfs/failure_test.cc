@@ -54,13 +54,30 @@ class VfsFailureTest : public ::testing::Test {
     // No memory cache: reads of uploaded blocks go to the store.
     chunks_ = std::make_unique<chunk::ChunkStore>(&objects_, chunk::StoreConfig{.block_size = kBlock,
                                                                                  .mem_cache_bytes = 0});
+    ASSERT_NO_FATAL_FAILURE(StartVfs(BaseConfig()));
+  }
+  void TearDown() override { vfs_.reset(); }
+
+  static Config BaseConfig() {
     Config c;
     c.cleanup_interval_ms = 10;
     c.compact_threshold = 0;  // compaction only when a test runs it
+    return c;
+  }
+  // (Re)starts the VFS over the same engine and store.
+  void StartVfs(const Config& c) {
+    vfs_.reset();
     vfs_ = std::make_unique<Vfs>(meta_.get(), chunks_.get(), c);
     ASSERT_TRUE(vfs_->Start().ok());
   }
-  void TearDown() override { vfs_.reset(); }
+  // A new file holding `committed` (written and fsynced): its handle.
+  Handle* CreateCommitted(const std::string& name, const std::string& committed, meta::Ino* ino) {
+    Handle* fh = Create(name, ino);
+    if (fh == nullptr) return nullptr;
+    EXPECT_TRUE(Write(fh, 0, committed).ok());
+    EXPECT_TRUE(vfs_->Fsync(ctx_, fh).ok());
+    return fh;
+  }
 
   Handle* Create(const std::string& name, meta::Ino* ino) {
     Handle* fh = nullptr;
@@ -132,11 +149,9 @@ TEST_F(VfsFailureTest, UnreadablePendingBlockIsEIONotWrongBytes) {
 TEST_F(VfsFailureTest, FailedCommitDeletesItsBlocksAndReadsAsCommitted) {
   std::mt19937_64 rng(2);
   meta::Ino ino = 0;
-  Handle* fh = Create("full", &ino);
-  ASSERT_NE(fh, nullptr);
   const std::string committed = Bytes(rng, 3 * kBlock);
-  ASSERT_TRUE(Write(fh, 0, committed).ok());
-  ASSERT_TRUE(vfs_->Fsync(ctx_, fh).ok());
+  Handle* fh = CreateCommitted("full", committed, &ino);
+  ASSERT_NE(fh, nullptr);
   const size_t before = objects_.Count();
   objects_.put_room_bytes = objects_.Bytes() + 5 * kBlock;  // room for 5 of the 12 blocks below
   Status st = Write(fh, 3 * kBlock, Bytes(rng, 12 * kBlock));
@@ -285,20 +300,14 @@ TEST_F(VfsFailureTest, GetAttrDuringTheLastCloseSeesItsCommit) {
 // before them) until fsync/close reports it once; the file reads as last
 // committed, the failed commit's blocks are deleted, and writing works again.
 TEST_F(VfsFailureTest, FailedBackgroundCommitFailsLaterWritesUntilReported) {
-  vfs_.reset();
-  Config c;
-  c.cleanup_interval_ms = 10;
-  c.compact_threshold = 0;
+  Config c = BaseConfig();
   c.file_buffer_limit = 64 << 10;
-  vfs_ = std::make_unique<Vfs>(meta_.get(), chunks_.get(), c);
-  ASSERT_TRUE(vfs_->Start().ok());
+  ASSERT_NO_FATAL_FAILURE(StartVfs(c));
   std::mt19937_64 rng(7);
   meta::Ino ino = 0;
-  Handle* fh = Create("background", &ino);
-  ASSERT_NE(fh, nullptr);
   const std::string committed = Bytes(rng, 3 * kBlock);
-  ASSERT_TRUE(Write(fh, 0, committed).ok());
-  ASSERT_TRUE(vfs_->Fsync(ctx_, fh).ok());
+  Handle* fh = CreateCommitted("background", committed, &ino);
+  ASSERT_NE(fh, nullptr);
   const size_t before = objects_.Count();
 
   faults_->FailNext(FaultMeta::kWrite, FaultMeta::Fault::kError);
