@@ -71,22 +71,35 @@ if [ "$SANITIZERS" = 1 ]; then
   # end-to-end suites leave most of a core idle); their output follows.
   step "tests (ASan+UBSan), and beside them the tests (TSan)"
   TSAN_LOG=$(mktemp /tmp/tessera-tsan-tests.XXXXXX.log)
+  # The backends' unit tests under ASan (each with its own servers) follow the
+  # TSan ones in the background (a subshell cannot wait for its sibling, so it
+  # polls the TSan job's pid), so they too run beside the ASan end-to-end
+  # suites instead of after them.
+  ASAN_BACKEND_LOG=$(mktemp /tmp/tessera-asan-backend-tests.XXXXXX.log)
   (
     TSAN_OPTIONS=halt_on_error=1 TESSERA_TEST_QUICK=1 ctest --test-dir build-tsan --output-on-failure -j 1 -L unit -LE 'backend|fuzz' &&
       TSAN_OPTIONS=halt_on_error=1 TESSERA_TEST_QUICK=1 ctest --test-dir build-tsan --output-on-failure -j 4 -L backend
   ) >"$TSAN_LOG" 2>&1 &
   TSAN_TESTS=$!
-  # The project build inside a mount, and the suites on Redis/PostgreSQL + S3
-  # (the same client code as the other suites, slowed by the S3 server), and
-  # the Debian package's test, are left to the normal run.
+  (
+    while kill -0 "$TSAN_TESTS" 2>/dev/null; do sleep 2; done
+    ASAN_OPTIONS=detect_leaks=1 TESSERA_TEST_QUICK=1 ctest --test-dir build-asan --output-on-failure -j 4 -L backend
+  ) >"$ASAN_BACKEND_LOG" 2>&1 &
+  ASAN_BACKEND_TESTS=$!
+  # The project build inside a mount, the suites on Redis/PostgreSQL (+ S3)
+  # (the same client code as the other suites; the engines' code runs under
+  # ASan in the backend unit tests), and the Debian package's test, are left
+  # to the normal run.
   asan_ok=1
-  ASAN_OPTIONS=detect_leaks=1 TESSERA_E2E_QUICK=1 TESSERA_TEST_QUICK=1 ctest --test-dir build-asan --output-on-failure -j 1 -E e2e_build -LE 'servers|package|backend' || asan_ok=0
-  [ "$asan_ok" = 0 ] || ASAN_OPTIONS=detect_leaks=1 TESSERA_TEST_QUICK=1 ctest --test-dir build-asan --output-on-failure -j 4 -L backend || asan_ok=0
-  step "tests (TSan), run beside the ASan tests"
+  ASAN_OPTIONS=detect_leaks=1 TESSERA_E2E_QUICK=1 TESSERA_TEST_QUICK=1 ctest --test-dir build-asan --output-on-failure -j 1 -E 'e2e_build|e2e_redis' -LE 'servers|package|backend' || asan_ok=0
+  step "tests (TSan), then the backends' tests (ASan+UBSan), run beside the ASan tests"
   tsan_ok=1
   wait "$TSAN_TESTS" || tsan_ok=0
   cat "$TSAN_LOG"
   rm -f "$TSAN_LOG"
+  wait "$ASAN_BACKEND_TESTS" || asan_ok=0
+  cat "$ASAN_BACKEND_LOG"
+  rm -f "$ASAN_BACKEND_LOG"
   [ "$asan_ok" = 1 ] || { echo "test.sh: ASan+UBSan tests failed (above)" >&2; exit 1; }
   [ "$tsan_ok" = 1 ] || { echo "test.sh: TSan tests failed (above)" >&2; exit 1; }
 fi
