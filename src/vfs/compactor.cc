@@ -1,10 +1,12 @@
 #include "vfs/compactor.h"
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 #include <unordered_set>
 #include <vector>
 
+#include "common/buffer_pool.h"
 #include "common/log.h"
 
 namespace tessera::vfs {
@@ -76,29 +78,50 @@ Status CompactChunk(meta::Meta* meta, chunk::ChunkStore* store, meta::Ino ino, u
   auto abort = [&] {
     for (const Slice& r : replacement) (void)store->DeleteSlice(r.id, r.size);
   };
-  std::string data;
   for (const Run& run : runs) {
-    uint32_t len = run.end - run.pos;
-    data.assign(len, '\0');
-    for (const Slice& p : run.pieces) {
-      Status st = store->ReadSlice(p.id, p.size, p.off, p.len, data.data() + (p.pos - run.pos));
-      if (!st.ok()) {
-        abort();
-        return st.With("compaction read");
-      }
-    }
+    const uint32_t len = run.end - run.pos;
     auto id = meta->NewSliceId();
     if (!id.ok()) {
       abort();
       return id.status();
     }
+    // Block by block, each read into a pooled buffer that is then uploaded
+    // and handed to the cache without a copy: no run-sized buffer zeroed
+    // and faulted in anew for every compaction (up to a chunk, 64 MiB).
+    size_t next = 0;  // the first piece not wholly before this block
     for (uint32_t off = 0, k = 0; off < len; off += bs, ++k) {
-      Status st = store->UploadBlock(*id, k, std::string_view(data).substr(off, std::min(bs, len - off)));
+      const uint32_t n = std::min(bs, len - off);
+      std::string block = BufferPool::Default().Sized(n);  // stale bytes: every byte is written below
+      const uint32_t start = run.pos + off, end = start + n;
+      uint32_t at = start;  // bytes before `at` are written
+      Status st;
+      for (size_t i = next; i < run.pieces.size() && st.ok(); ++i) {
+        const Slice& p = run.pieces[i];
+        if (p.pos >= end) break;
+        const uint32_t s = std::max(p.pos, start), e = std::min(p.pos + p.len, end);
+        if (e <= s) {
+          next = i + 1;
+          continue;
+        }
+        std::memset(block.data() + (at - start), 0, s - at);  // a gap between pieces reads as zeros
+        st = store->ReadSlice(p.id, p.size, p.off + (s - p.pos), e - s, block.data() + (s - start));
+        at = e;
+        if (e == p.pos + p.len) next = i + 1;
+      }
+      if (st.ok()) {
+        std::memset(block.data() + (at - start), 0, end - at);
+        st = store->StoreNewBlock(*id, k, block);
+        if (!st.ok()) st = st.With("compaction upload");
+      } else {
+        st = st.With("compaction read");
+      }
       if (!st.ok()) {
+        BufferPool::Default().Give(std::move(block));
         (void)store->DeleteSlice(*id, len);
         abort();
-        return st.With("compaction upload");
+        return st;
       }
+      store->CacheUploaded(*id, k, std::move(block));
     }
     replacement.push_back(Slice{run.pos, *id, len, 0, len});
   }
