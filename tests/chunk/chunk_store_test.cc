@@ -1,11 +1,13 @@
 #include "chunk/chunk_store.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <random>
 #include <thread>
 
 #include <gtest/gtest.h>
 
+#include "object/file_store.h"
 #include "object/memory_store.h"
 #include "test_util.h"
 
@@ -337,6 +339,63 @@ TEST(PrefetchGuardTest, RandomReadsOverMoreThanTheCacheThrottleToProbes) {
   EXPECT_FALSE(g.throttled());
   g.Read(4096, false);
   EXPECT_TRUE(g.Miss(kBlock));
+}
+
+// A block object damaged underneath the mount in a local-directory bucket
+// (cut short by a full disk or a stray tool, or replaced by a directory)
+// reads as EIO, whole or in part, through either read path (whole block,
+// range straight into the reader's buffer): never as zeros or stale bytes.
+TEST(ChunkStoreFileBucketTest, DamagedBlockObjectsReadAsEioNeverAsWrongData) {
+  testing::TempDir dir;
+  object::FileStore files(dir.path() + "/bucket", /*fsync=*/false);
+  ASSERT_TRUE(files.Create().ok());
+  std::mt19937 rng(3);
+  const std::string data = testing::RandomBytes(rng, 3 * kBlock);
+  {
+    ChunkStore writer(&files, StoreConfig{.block_size = kBlock});
+    for (uint32_t k = 0; k < 3; ++k)
+      ASSERT_TRUE(writer.UploadBlock(7, k, std::string_view(data).substr(k * kBlock, kBlock)).ok());
+  }
+  auto read = [&](uint32_t off, uint32_t len) -> Result<std::string> {
+    ChunkStore cold(&files, StoreConfig{.block_size = kBlock, .mem_cache_bytes = 0});  // no cache between reads
+    std::string out(len, '\xee');
+    RETURN_IF_ERROR(cold.ReadSlice(7, 3 * kBlock, off, len, out.data()));
+    return out;
+  };
+  auto got = read(0, 3 * kBlock);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_TRUE(*got == data);
+
+  // Block 1 cut to half its length.
+  std::filesystem::resize_file(dir.path() + "/bucket/" + BlockKey(7, 1, kBlock), kBlock / 2);
+  for (auto [off, len] : {std::pair<uint32_t, uint32_t>{kBlock, kBlock}, {kBlock + kBlock / 2 + 10, 100},
+                          {kBlock + kBlock / 2 - 10, 100}, {0, 3 * kBlock}}) {
+    auto r = read(off, len);
+    EXPECT_FALSE(r.ok()) << "read [" << off << ", +" << len << ") of a cut block succeeded";
+    if (!r.ok()) {
+      EXPECT_EQ(r.status().code(), EIO) << r.status().ToString();
+    }
+  }
+  // What is left of it still reads right.
+  got = read(kBlock + 100, 200);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_TRUE(*got == data.substr(kBlock + 100, 200));
+
+  // Block 2 replaced by a directory.
+  const std::string path2 = dir.path() + "/bucket/" + BlockKey(7, 2, kBlock);
+  ASSERT_TRUE(std::filesystem::remove(path2));
+  ASSERT_TRUE(std::filesystem::create_directory(path2));
+  for (auto [off, len] : {std::pair<uint32_t, uint32_t>{2 * kBlock, kBlock}, {2 * kBlock + 10, 100}}) {
+    auto r = read(off, len);
+    EXPECT_FALSE(r.ok()) << "read [" << off << ", +" << len << ") of a block that is a directory succeeded";
+    if (!r.ok()) {
+      EXPECT_EQ(r.status().code(), EIO) << r.status().ToString();
+    }
+  }
+  // Block 0 is intact.
+  got = read(0, kBlock);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_TRUE(*got == data.substr(0, kBlock));
 }
 
 }  // namespace
