@@ -413,6 +413,11 @@ Result<Format> KvMeta::Load() {
 
 Status KvMeta::StatFS(const Context& ctx, StatFs* out) {
   (void)releases_.Flush();  // counters include released inodes
+  // Not while a flush is between taking the buffer and committing it: read
+  // before its commit, the engine's counters would miss its changes, and the
+  // buffer no longer holds them once it is done (seen in CI: a removed tree
+  // still counted).
+  std::lock_guard<std::mutex> flushing(flush_mu_);
   int64_t used = 0, inodes = 0;
   RETURN_IF_ERROR(engine_->Run(
       [&](kv::Txn& tx) {
