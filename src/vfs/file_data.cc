@@ -753,7 +753,6 @@ Status FileData::StartBatchLocked(const meta::Context& ctx, bool freeze_buffer) 
     meta::Attr attr;
     std::vector<uint32_t> counts;
     if (st.ok()) st = dp->meta()->WriteSlices(ctx, ino, batch->writes, mtime, &attr, &counts);
-    if (st.ok()) dp->ScheduleCompactions(ino, batch->writes, counts);
     {
       std::lock_guard<std::mutex> g(batch->mu);
       batch->done = true;
@@ -761,6 +760,14 @@ Status FileData::StartBatchLocked(const meta::Context& ctx, bool freeze_buffer) 
       batch->attr = attr;
     }
     batch->cv.notify_all();
+    // Only once the batch is done: a compaction may release its slices'
+    // objects, and a reader that then fails on one of them reads again,
+    // reaping the batch, from the committed lists (ReadAt). Scheduled
+    // before, a compaction could release them while the batch still looked
+    // pending, and the retry read them as pending again: EIO (seen under
+    // TSan in VfsTest.ConcurrentWritersOnDifferentFiles). batch->writes is
+    // not changed once done.
+    if (st.ok()) dp->ScheduleCompactions(ino, batch->writes, counts);
   });
   return Status::OK();
 }
@@ -915,15 +922,19 @@ Result<size_t> FileData::Read(uint64_t off, size_t size, char* buf) {
     if (!pending) lk.unlock();  // committed data only: read objects without the lock
     Status st = ReadCommitted(off, size, buf, views);
     if (st.ok()) {
+      if (!pending) return size;
       // Pending bytes overlay the committed ones: a failure here is the
       // read's failure, never bytes that are not the file's.
-      if (pending) RETURN_IF_ERROR(OverlayLocked(off, size, buf));
-      return size;
+      st = OverlayLocked(off, size, buf);
+      if (st.ok()) return size;
     }
     // The view may be stale (another client overwrote and the old slices
-    // were reclaimed): read the slice lists again once.
+    // were reclaimed), or a background commit that looked pending landed
+    // and a compaction since released its slices' objects: wait for that
+    // commit and read the slice lists again, once.
     if (attempt > 0) return st;
     if (!lk.owns_lock()) lk.lock();
+    FinishBatchLocked();
     views_.clear();
   }
 }
