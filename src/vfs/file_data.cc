@@ -762,7 +762,7 @@ Status FileData::StartBatchLocked(const meta::Context& ctx, bool freeze_buffer) 
     batch->cv.notify_all();
     // Only once the batch is done: a compaction may release its slices'
     // objects, and a reader that then fails on one of them reads again,
-    // reaping the batch, from the committed lists (ReadAt). Scheduled
+    // reaping the batch, from the committed lists (Read). Scheduled
     // before, a compaction could release them while the batch still looked
     // pending, and the retry read them as pending again: EIO (seen under
     // TSan in VfsTest.ConcurrentWritersOnDifferentFiles). batch->writes is
