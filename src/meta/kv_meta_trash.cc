@@ -41,14 +41,15 @@ Status KvMeta::EnsureTrash() {
 Result<bool> KvMeta::TrashTx(kv::Txn& tx, const Context& ctx, Ino parent, const std::string& name, Ino ino,
                              Attr* attr, const Timespec& now, StatDeltas* deltas) {
   if (limits_.TrashDays() == 0 || ctx.no_trash || IsTrashIno(parent)) return false;
-  Attr trash;
-  Status st = GetAttrTx(tx, kTrashIno, &trash);
-  if (st.not_found()) return false;  // trash on, /.trash not made yet (EnsureTrash): delete
-  RETURN_IF_ERROR(st);
   const Ino hour = TrashHourIno(now.sec);
   Attr hattr;
-  st = GetAttrTx(tx, hour, &hattr);
-  if (st.not_found()) {
+  Status st = GetAttrTx(tx, hour, &hattr);
+  const bool made = st.not_found();
+  if (made) {  // the first removal this hour (this hour's directory implies /.trash)
+    Attr trash;
+    st = GetAttrTx(tx, kTrashIno, &trash);
+    if (st.not_found()) return false;  // trash on, /.trash not made yet (EnsureTrash): delete
+    RETURN_IF_ERROR(st);
     hattr = Attr{};
     hattr.mode = S_IFDIR | 0555;
     hattr.nlink = 2;
@@ -74,8 +75,12 @@ Result<bool> KvMeta::TrashTx(kv::Txn& tx, const Context& ctx, Ino parent, const 
   attr->ctime = now;
   RETURN_IF_ERROR(PutAttrTx(tx, ino, *attr));
   deltas->emplace_back(hour, EntryUsage(*attr));
-  hattr.mtime = hattr.ctime = now;
-  RETURN_IF_ERROR(PutAttrTx(tx, hour, hattr));
+  // The hour's directory's times move by whole seconds while only files
+  // enter it: one write a second instead of one a removal.
+  if (made || attr->IsDir() || hattr.mtime.sec != now.sec) {
+    hattr.mtime = hattr.ctime = now;
+    RETURN_IF_ERROR(PutAttrTx(tx, hour, hattr));
+  }
   return true;
 }
 

@@ -385,6 +385,7 @@ bool Client::LoseReply() {
 
 Result<Reply> Client::Run(std::vector<std::string_view> argv, bool mutating) {
   std::string op_key, seq;  // mutating: the operation id, fixed by the first try
+  std::string resend;       // "r" + seq: how every later try names it (redis_functions_admin.lua, `wrap`)
   bool maybe_done = false;  // a mutating try lost its connection after sending
   static metrics::Counter* const retries = metrics::NewCounter(
       "tessera_meta_tx_retries_total",
@@ -398,9 +399,12 @@ Result<Reply> Client::Run(std::vector<std::string_view> argv, bool mutating) {
       if (op_key.empty()) {
         op_key = c->op_key;
         seq = std::to_string(++c->seq);
+        resend = "r" + seq;
+        argv[4] = seq;
+      } else {
+        argv[4] = resend;  // the first try may have run: the function checks its record
       }
       argv[3] = op_key;
-      argv[4] = seq;
     }
     auto r = Send(c, argv);
     bool broken = c->ctx->err != 0;

@@ -9,8 +9,8 @@
 // carries an operation id, (connection key, sequence number), fixed at its
 // first attempt. The function records its reply under the connection key
 // (src/meta/redis_functions_admin.lua, `wrap`); a resend of the same operation,
-// after a connection broke with the reply lost, answers from that record
-// instead of running again. A connection runs one request at a time, so only
+// after a connection broke with the reply lost, is marked as one and answers
+// from that record instead of running again (a first try skips the read). A connection runs one request at a time, so only
 // its last operation can be in doubt, and a broken connection is never used
 // again: one record per connection suffices.
 #pragma once

@@ -426,11 +426,12 @@ end
 -- caller deletes it (trash off, /.trash missing, or removed from the trash).
 local function trash_inode(hour, now, parent, name, ino, a)
   if hour == '' or parent >= TRASH then return false end
-  local t = get_attr(TRASH)
-  if not t then return false end
   local hino = TRASH + 1 + math.floor(now[1] / 3600)
   local h = get_attr(hino)
-  if not h then
+  local made = not h
+  if made then -- the first removal this hour (this hour's directory implies /.trash)
+    local t = get_attr(TRASH)
+    if not t then return false end
     h = { mode = S_IFDIR + 365, uid = 0, gid = 0, nlink = 2, rdev = 0, length = 0, parent = TRASH,
           asec = now[1], ansec = now[2], msec = now[1], mnsec = now[2], csec = now[1], cnsec = now[2] }
     put_entry(TRASH, hour, hino, S_IFDIR)
@@ -452,8 +453,12 @@ local function trash_inode(hour, now, parent, name, ino, a)
   set_ctime(a, now)
   put_attr(ino, a)
   charge_entry(hino, a, 1)
-  set_mtime(h, now)
-  put_attr(hino, h)
+  -- The hour's directory's times move by whole seconds while only files
+  -- enter it (KvMeta::TrashTx): one write a second instead of one a removal.
+  if made or is_dir(a) or h.msec ~= now[1] then
+    set_mtime(h, now)
+    put_attr(hino, h)
+  end
   return true
 end
 

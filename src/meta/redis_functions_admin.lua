@@ -487,11 +487,13 @@ local function load(args)
 end
 
 -- Operation records (redis_client.h): a state-changing call comes with two
--- keys, its connection's record key and its sequence number there. If the
--- record already holds that sequence number, the call was performed before
--- (its reply was lost and this is the client's retry): the recorded reply is
--- the answer and nothing runs again. Otherwise the function runs and its
--- reply, an errno included, is recorded. A record outlives its connection
+-- keys, its connection's record key and its sequence number there, the
+-- number prefixed with 'r' when the client sends the call again (its first
+-- try's reply was lost). The first try of a number cannot have run before,
+-- so only a resend reads the record: if the record holds that sequence
+-- number, the call was performed before and the recorded reply is the
+-- answer, nothing runs again. Otherwise the function runs and its reply, an
+-- errno included, is recorded. A record outlives its connection
 -- by OP_TTL_MS at most (a client retries for seconds, not hours).
 local OP_TTL_MS = 3600000
 
@@ -501,10 +503,12 @@ local OP_TTL_MS = 3600000
 -- operation record key up to its '.'.
 local function publish(opkey)
   if #changes == 0 then return end
-  local n = redis.call('HLEN', 'watchers')
-  if n == 0 then return end
+  -- One command for the common cases, no watcher or only the caller: up to
+  -- two watchers' names.
+  local w = redis.call('HRANDFIELD', 'watchers', 2)
+  if #w == 0 then return end
   local me = string.match(opkey or '', '^[^.]*%.') or ''
-  if n == 1 and redis.call('HEXISTS', 'watchers', me) == 1 then return end
+  if #w == 1 and w[1] == me then return end
   local ch = redis.call('GET', 'watchchan')
   if not ch then return end
   local payload = me .. '\0' .. table.concat(changes, '\0')
@@ -548,10 +552,13 @@ local function wrap(fn, readonly)
     if not readonly then
       opkey, seq = keys[1], keys[2]
       if not opkey or not seq then return redis.error_reply('ERR tessera: a state-changing call needs an operation id') end
-      local prev = redis.call('GET', opkey)
-      if prev then
-        local rec = cmsgpack.unpack(prev)
-        if rec[1] == seq then return rec[2] end
+      if string.byte(seq, 1) == 114 then -- 'r': a resend, which may have run before
+        seq = string.sub(seq, 2)
+        local prev = redis.call('GET', opkey)
+        if prev then
+          local rec = cmsgpack.unpack(prev)
+          if rec[1] == seq then return rec[2] end
+        end
       end
     end
     local ok, res = pcall(fn, args)

@@ -51,10 +51,11 @@ local function mknod(args)
   put_entry(parent, name, ino, ftype)
   if ftype == S_IFDIR then p.nlink = p.nlink + 1 end
   set_mtime(p, now)
-  put_attr(parent, p)
+  local praw = encode_attr(p)
+  set_attr_raw(parent, praw)
   incr('totalInodes', 1)
   stat_add(parent, 0, 0, 1)
-  return { 0, raw, encode_attr(p) }
+  return { 0, raw, praw }
 end
 
 -- The writable parent, the entry `name` in it and the entry's inode, checked
@@ -75,11 +76,11 @@ local function unlink(args)
   local before = encode_attr(a)
   del_entry(parent, name)
   set_mtime(p, now)
-  put_attr(parent, p)
+  local praw = encode_attr(p)
+  set_attr_raw(parent, praw)
   charge_entry(parent, a, -1)
   a.nlink = a.nlink - 1
   set_ctime(a, now)
-  local praw = encode_attr(p)
   if a.nlink > 0 then
     drop_parent(ino, a, parent)
     put_attr(ino, a)
@@ -98,11 +99,11 @@ local function rmdir(args)
   del_entry(parent, name)
   p.nlink = p.nlink - 1
   set_mtime(p, now)
-  put_attr(parent, p)
+  local praw = encode_attr(p)
+  set_attr_raw(parent, praw)
   stat_add(parent, 0, 0, -1)
   a.nlink = 0
   set_ctime(a, now)
-  local praw = encode_attr(p)
   if trash_inode(args[9], now, parent, name, ino, a) then return { 0, 0, praw, ino, before } end
   return { 0, release_inode(sid, ino, a), praw, ino, before }
 end

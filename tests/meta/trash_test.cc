@@ -190,6 +190,38 @@ TEST_P(TrashTest, RemovalsGoToTheTrashWithTheirData) {
   ExpectConsistent();
 }
 
+// A file entering this hour's directory moves its times only when the second
+// changed (one write a second, not one a removal); a directory, whose ".."
+// adds to the hour's nlink, always writes it.
+TEST_P(TrashTest, TheHourDirectoryFollowsWhatEntersIt) {
+  while (Now().sec % 3600 > 3590) usleep(200000);  // the whole test in one hour
+  const Timespec t0 = Now();
+  Ino d = Make(kRootIno, "d", S_IFDIR | 0755);
+  for (int i = 0; i < 3; ++i) Make(d, "f" + std::to_string(i), S_IFREG | 0644);
+  Make(d, "e", S_IFDIR | 0755);
+  for (int i = 0; i < 3; ++i) ASSERT_OK(m_->Unlink(Context::Root(), d, "f" + std::to_string(i)));
+  ASSERT_OK(m_->Rmdir(Context::Root(), d, "e"));
+  Ino hour = 0;
+  Attr h;
+  ASSERT_OK(m_->Lookup(Context::Root(), kTrashIno, TrashHourName(t0.sec), &hour, &h));
+  EXPECT_EQ(h.nlink, 3u) << "2 and the removed directory's ..";
+  EXPECT_GE(h.mtime.sec, t0.sec);
+  EXPECT_LE(h.mtime.sec, Now().sec);
+  EXPECT_EQ(HourEntries().size(), 4u);
+
+  const int64_t second = Now().sec;
+  while (Now().sec == second) usleep(20000);
+  Make(d, "g", S_IFREG | 0644);
+  const Timespec t1 = Now();
+  ASSERT_OK(m_->Unlink(Context::Root(), d, "g"));
+  ASSERT_OK(m_->GetAttr(Context::Root(), hour, &h));
+  EXPECT_GE(h.mtime.sec, t1.sec) << "a file removed in a later second moves the hour's times";
+  EXPECT_GE(h.ctime.sec, t1.sec);
+  EXPECT_EQ(h.nlink, 3u);
+  EXPECT_EQ(HourEntries().size(), 5u);
+  ExpectConsistent();
+}
+
 TEST_P(TrashTest, WithoutTrashRemovalsAreFinal) {
   Format f = *m_->Load();
   f.trash_days = 0;
