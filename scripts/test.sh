@@ -31,13 +31,28 @@ step "build (RelWithDebInfo)"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTESSERA_LINE_TABLES_ONLY=ON >/dev/null
 ninja -C build -j "$JOBS"
 
-BG_BUILD=
+# Background jobs (the sanitizer builds, the TSan and ASan backend tests) are
+# stopped with everything they started when this script exits early (a
+# failure under set -e, an interrupt): none is left running or mounting.
+BG_BUILD='' TSAN_TESTS='' ASAN_BACKEND_TESTS=''
+kill_tree() {
+  local child
+  for child in $(pgrep -P "$1"); do kill_tree "$child"; done
+  kill "$1" 2>/dev/null || true
+}
+stop_background() {
+  local job
+  for job in $BG_BUILD $TSAN_TESTS $ASAN_BACKEND_TESTS; do
+    kill -0 "$job" 2>/dev/null && kill_tree "$job"
+  done
+  true
+}
+trap stop_background EXIT
 BG_LOG=$(mktemp /tmp/tessera-sanitizer-builds.XXXXXX.log)
 if [ "$SANITIZERS" = 1 ] && [ "${TESSERA_SERIAL_BUILDS:-0}" != 1 ]; then
   step "sanitizer builds (ASan+UBSan, TSan) start in the background, nice 19 (log: $BG_LOG)"
   (renice -n 19 -p "$BASHPID" >/dev/null && sanitizer_builds) >"$BG_LOG" 2>&1 &
   BG_BUILD=$!
-  trap '[ -z "$BG_BUILD" ] || { kill "$BG_BUILD"; pkill -f "ninja -C build-(asan|tsan)"; } 2>/dev/null; true' EXIT
 fi
 
 # The unit tests of the backends (label "backend": Redis, PostgreSQL and S3,
@@ -95,9 +110,11 @@ if [ "$SANITIZERS" = 1 ]; then
   step "tests (TSan), then the backends' tests (ASan+UBSan), run beside the ASan tests"
   tsan_ok=1
   wait "$TSAN_TESTS" || tsan_ok=0
+  TSAN_TESTS=
   cat "$TSAN_LOG"
   rm -f "$TSAN_LOG"
   wait "$ASAN_BACKEND_TESTS" || asan_ok=0
+  ASAN_BACKEND_TESTS=
   cat "$ASAN_BACKEND_LOG"
   rm -f "$ASAN_BACKEND_LOG"
   [ "$asan_ok" = 1 ] || { echo "test.sh: ASan+UBSan tests failed (above)" >&2; exit 1; }
