@@ -140,7 +140,9 @@ void DataPath::ConfigureCompaction(uint32_t threshold, std::function<void(meta::
 }
 
 void DataPath::ScheduleCompaction(meta::Ino ino, uint32_t chunk) {
-  if (deferrer_.joinable()) {  // writeback: wait until the chunk goes quiet
+  // Not deferrer_.joinable(): a background commit may get here while
+  // ~DataPath joins that thread (it then only adds to a dropped queue).
+  if (store_->writeback()) {  // writeback: wait until the chunk goes quiet
     const auto now = std::chrono::steady_clock::now();
     std::lock_guard<std::mutex> g(mu_);
     auto [it, fresh] = deferred_.try_emplace({ino, chunk}, now, now);
