@@ -8,6 +8,7 @@
 
 #include "common/buffer_pool.h"
 #include "common/log.h"
+#include "common/metrics.h"
 
 namespace tessera::vfs {
 
@@ -75,8 +76,19 @@ Status CompactChunk(meta::Meta* meta, chunk::ChunkStore* store, meta::Ino ino, u
 
   const uint32_t bs = store->config().block_size;
   std::vector<Slice> replacement;
+  // The objects of a replacement that will not be committed. One that cannot
+  // be deleted is counted and left to `tessera gc`, which finds it unreferenced.
+  auto discard = [&](uint64_t id, uint32_t size) {
+    static metrics::Counter* const leaks =
+        metrics::NewCounter("tessera_compaction_leaks_total",
+                            "Slices of failed compactions whose objects could not be deleted (left to tessera gc)");
+    Status st = store->DeleteSlice(id, size);
+    if (st.ok()) return;
+    leaks->Inc();
+    LOG_WARN("cannot delete the objects of failed compaction slice {} (tessera gc will): {}", id, st.ToString());
+  };
   auto abort = [&] {
-    for (const Slice& r : replacement) (void)store->DeleteSlice(r.id, r.size);
+    for (const Slice& r : replacement) discard(r.id, r.size);
   };
   for (const Run& run : runs) {
     const uint32_t len = run.end - run.pos;
@@ -117,7 +129,7 @@ Status CompactChunk(meta::Meta* meta, chunk::ChunkStore* store, meta::Ino ino, u
       }
       if (!st.ok()) {
         BufferPool::Default().Give(std::move(block));
-        (void)store->DeleteSlice(*id, len);
+        discard(*id, len);
         abort();
         return st;
       }

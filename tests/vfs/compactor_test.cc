@@ -231,5 +231,73 @@ TEST(CompactorRewriteTest, RewrittenBlocksHoldExactlyTheVisibleBytes) {
   }
 }
 
+// A compaction whose upload fails partway (some of its new blocks stored,
+// then a put fails) changes nothing: the chunk keeps its slices, the file
+// reads as written, and the blocks it had stored are deleted again.
+class FailingPuts final : public object::ObjectStore {
+ public:
+  FailingPuts(object::ObjectStore* base, int allowed) : base_(base), allowed_(allowed) {}
+  std::string Describe() const override { return "failing-puts+" + base_->Describe(); }
+  Status Create() override { return base_->Create(); }
+  Status Put(const std::string& key, std::string_view data) override {
+    if (allowed_-- <= 0) return Status::Err(EIO, "injected put failure");
+    return base_->Put(key, data);
+  }
+  Result<std::string> Get(const std::string& key, int64_t off, int64_t len) override {
+    return base_->Get(key, off, len);
+  }
+  Status Delete(const std::string& key) override { return base_->Delete(key); }
+  Result<object::ObjectInfo> Head(const std::string& key) override { return base_->Head(key); }
+  Status List(const std::string& prefix, const std::string& start_after, size_t limit,
+              std::vector<object::ObjectInfo>* out, bool* more) override {
+    return base_->List(prefix, start_after, limit, out, more);
+  }
+
+ private:
+  object::ObjectStore* const base_;
+  int allowed_;
+};
+
+std::vector<std::string> Keys(object::ObjectStore* store) {
+  std::vector<object::ObjectInfo> all;
+  bool more = false;
+  EXPECT_TRUE(store->List("", "", 1000000, &all, &more).ok());
+  std::vector<std::string> keys;
+  for (const auto& o : all) keys.push_back(o.key);
+  return keys;
+}
+
+TEST_F(CompactorTest, AnUploadFailingPartwayChangesNothing) {
+  // 40 records 2,000 bytes apart (~80 KiB): one run of 20 blocks of 4 KiB.
+  meta::Ino ino = 0;
+  const std::string want = WriteScattered(&ino, 40, 2000);
+  std::vector<chunk::Slice> before;
+  ASSERT_TRUE(meta_->Read(ino, 0, &before).ok());
+  const std::vector<std::string> keys = Keys(&objects_);
+  for (int allowed : {0, 1, 7}) {
+    FailingPuts failing(&objects_, allowed);
+    chunk::ChunkStore store(&failing, chunk::StoreConfig{.block_size = kBlock});
+    CompactResult r;
+    Status st = CompactChunk(meta_.get(), &store, ino, 0, /*min_slices=*/2, &r);
+    EXPECT_EQ(st.code(), EIO) << "after " << allowed << " puts: " << st.ToString();
+    EXPECT_FALSE(r.changed);
+    std::vector<chunk::Slice> after;
+    ASSERT_TRUE(meta_->Read(ino, 0, &after).ok());
+    ASSERT_EQ(after.size(), before.size()) << "after " << allowed << " puts";
+    for (size_t i = 0; i < after.size(); ++i) {
+      EXPECT_EQ(after[i].id, before[i].id);
+      EXPECT_EQ(after[i].pos, before[i].pos);
+      EXPECT_EQ(after[i].len, before[i].len);
+    }
+    EXPECT_EQ(Keys(&objects_), keys) << "the blocks stored before the failure were left behind (" << allowed << ")";
+    EXPECT_EQ(ReadAll(ino, want.size()), want);
+  }
+  // The same compaction with a working store goes through.
+  CompactResult r;
+  ASSERT_TRUE(CompactChunk(meta_.get(), chunks_.get(), ino, 0, /*min_slices=*/2, &r).ok());
+  EXPECT_TRUE(r.changed);
+  EXPECT_EQ(ReadAll(ino, want.size()), want);
+}
+
 }  // namespace
 }  // namespace tessera::vfs
