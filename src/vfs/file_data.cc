@@ -19,7 +19,6 @@ using chunk::Slice;
 
 namespace {
 constexpr size_t kMaxFrozenSlices = 1024;       // uncommitted slices of one file before it commits
-constexpr auto kMaxUncommittedAge = std::chrono::minutes(5);  // oldest uncommitted write before it commits
 // Bytes of full blocks a stream may upload before they are committed (in the
 // background, while writing goes on). Each commit drops the slices it hides,
 // so a writer overwriting its own file in place leaves at most about this
@@ -339,7 +338,10 @@ uint64_t FileData::Length() {
 
 // ---------------------------------------------------------------- writes
 
-void FileData::SubmitBlock(const std::shared_ptr<FrozenSlice>& s, uint32_t index) {
+namespace {
+
+// Uploads a buffered block of s (nothing if it is uploading or uploaded).
+void UploadBuffered(DataPath* dp, const std::shared_ptr<FrozenSlice>& s, uint32_t index) {
   std::string_view data;
   {
     std::lock_guard<std::mutex> g(s->mu);
@@ -349,8 +351,7 @@ void FileData::SubmitBlock(const std::shared_ptr<FrozenSlice>& s, uint32_t index
     s->inflight++;
     data = b.data;  // immutable until this upload ends
   }
-  DataPath* dp = dp_;
-  dp_->Upload(s->id, index, data, [s, index, dp](Status st) {
+  dp->Upload(s->id, index, data, [s, index, dp](Status st) {
     int64_t freed = 0;
     {
       std::lock_guard<std::mutex> g(s->mu);
@@ -372,6 +373,10 @@ void FileData::SubmitBlock(const std::shared_ptr<FrozenSlice>& s, uint32_t index
     dp->Charge(-freed);
   });
 }
+
+}  // namespace
+
+void FileData::SubmitBlock(const std::shared_ptr<FrozenSlice>& s, uint32_t index) { UploadBuffered(dp_, s, index); }
 
 void FileData::FreezeLocked(uint32_t chunk, uint32_t pos, std::string data) {
   const uint32_t bs = dp_->block_size();
@@ -449,11 +454,14 @@ Status FileData::Write(const meta::Context& ctx, uint64_t off, const char* data,
   dp_->Charge(int64_t(buffer_.bytes()) - before + cut);
   const size_t unbatched = frozen_.size() - (batch_ ? batch_->count : 0);
   // A writer that goes on for long (a slow stream) commits what it has at
-  // least every kMaxUncommittedAge: the blocks it uploaded must not look
-  // leaked to `tessera gc` (which deletes unreferenced objects an hour old).
+  // least every max_uncommitted_age (one that stops: Tick).
   const auto now = std::chrono::steady_clock::now();
-  if (idle) oldest_pending_ = now;
-  const bool stale = now - oldest_pending_ >= kMaxUncommittedAge;
+  if (idle) {
+    oldest_pending_ = now;
+    pending_ctx_ = ctx;
+    pending_ctx_.effects = nullptr;  // outlives the request
+  }
+  const bool stale = now - oldest_pending_ >= dp_->max_uncommitted_age();
   if (buffer_.bytes() >= dp_->file_buffer_limit() || unbatched >= kMaxFrozenSlices || stale) {
     // Commit in the background while writing goes on (one batch at a time;
     // a writer that catches up with it waits in CommitLocked). A failure is
@@ -473,9 +481,17 @@ Status FileData::Write(const meta::Context& ctx, uint64_t off, const char* data,
 void FileData::Tick() {
   InvalidateOnDiscard invalidate(this, /*sync=*/false);
   std::unique_lock<std::mutex> g(mu_, std::try_to_lock);
-  if (!g.owns_lock() || !stream_ctx_) return;
+  if (!g.owns_lock()) return;
   ReapBatchLocked();
   if (batch_) return;
+  if ((!buffer_.empty() || !frozen_.empty()) &&
+      std::chrono::steady_clock::now() - oldest_pending_ >= dp_->max_uncommitted_age()) {
+    stream_ctx_.reset();
+    Status started = StartBatchLocked(pending_ctx_, /*freeze_buffer=*/true);
+    if (!started.ok() && unreported_.ok()) unreported_ = started;
+    return;
+  }
+  if (!stream_ctx_) return;
   const meta::Context ctx = std::move(*stream_ctx_);
   stream_ctx_.reset();
   if (frozen_unbatched_bytes_ < kCommitFrozenBytes) return;
@@ -489,6 +505,21 @@ Status FileData::Commit(const meta::Context& ctx) {
   InvalidateOnDiscard invalidate(this, /*sync=*/true);
   std::lock_guard<std::mutex> g(mu_);
   return CommitLocked(ctx);
+}
+
+Status FileData::Commit(const meta::Context& ctx, std::atomic<uint64_t>* seen) {
+  InvalidateOnDiscard invalidate(this, /*sync=*/true);
+  std::lock_guard<std::mutex> g(mu_);
+  Status st = CommitLocked(ctx);
+  // A failure since this handle last looked, reported by another handle's
+  // commit or by none, is this handle's too; its own failure counts once.
+  if (seen->exchange(errors_) != errors_ && st.ok()) st = last_error_;
+  return st;
+}
+
+uint64_t FileData::ErrorMark() {
+  std::lock_guard<std::mutex> g(mu_);
+  return errors_;
 }
 
 void FrozenSlice::AppendRecords(std::vector<meta::SliceWrite>* out) const {
@@ -713,6 +744,8 @@ void FileData::DiscardLocked(const Status& why) {
   dp_->Charge(-held);
   views_.clear();
   discarded_.store(true);
+  errors_++;
+  last_error_ = why;
   LOG_WARN("inode {}: {} pending slice(s) and {} buffered byte(s) discarded after a failed commit{}: {}", ino_, slices,
            held, why.outcome_unknown() ? " (outcome unknown: their objects stay for gc)" : "", why.ToString());
   dp_->DeleteAbandoned(std::move(abandoned));
@@ -750,6 +783,9 @@ Status FileData::StartBatchLocked(const meta::Context& ctx, bool freeze_buffer) 
   dp_->SubmitCommit([dp, ino = ino_, ctx, mtime = last_write_, batch, slices = std::move(slices),
                      claimed = std::move(claimed)] {
     StageClaimed(dp, ino, claimed);
+    // What the staging area refused (a full or failing disk) is uploaded
+    // directly, as a foreground commit does (CommitPendingLocked).
+    for (const auto& [s, k] : claimed) UploadBuffered(dp, s, k);
     Status st = WaitUploaded(slices);
     if (st.ok()) st = dp->store()->SyncStaged();
     meta::Attr attr;

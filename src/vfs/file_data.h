@@ -97,6 +97,11 @@ class DataPath {
   void EnableBlockPrefetch();
   void set_max_readahead(uint64_t bytes) { max_readahead_ = bytes; }
   uint64_t max_readahead() const { return max_readahead_; }
+  // The oldest uncommitted write of a file commits after this long, also
+  // when its writer stopped writing: the blocks it uploaded must not look
+  // leaked to `tessera gc` (which deletes unreferenced objects an hour old).
+  void set_max_uncommitted_age(std::chrono::milliseconds age) { max_uncommitted_age_ = age; }
+  std::chrono::milliseconds max_uncommitted_age() const { return max_uncommitted_age_; }
 
   // How to drop the kernel's cached pages and attributes of an inode (set
   // by the FUSE adapter through Vfs; none in unit tests). Never called while
@@ -158,6 +163,7 @@ class DataPath {
   int inflight_ = 0;      // guarded by mu_: uploads submitted, not finished
   uint32_t compact_threshold_ = 0;  // set before use; 0 = never
   uint64_t max_readahead_ = 0;      // set before use; 0 = off
+  std::chrono::milliseconds max_uncommitted_age_{std::chrono::minutes(5)};  // set before use
   std::set<std::pair<uint64_t, uint32_t>> prefetching_;  // guarded by mu_
   TaskPool prefetcher_{4};
   std::atomic<uint64_t> abandoned_leaks_{0}, prefetch_failures_{0}, compaction_checks_{0};
@@ -288,6 +294,14 @@ class FileData {
   // the file (its pages and size show the discarded writes). An error of a
   // background commit that no caller saw is returned by the next Commit.
   Status Commit(const meta::Context& ctx);
+  // Commit through a handle. Errors are reported as Linux reports writeback
+  // errors (errseq): every failure that discarded writes is returned once to
+  // each handle that was open when it happened, at its next Commit through
+  // that handle, whichever handle's commit (or background batch) failed.
+  // seen: the handle's mark, from ErrorMark() at open.
+  Status Commit(const meta::Context& ctx, std::atomic<uint64_t>* seen);
+  // The current error mark, for a handle being opened.
+  uint64_t ErrorMark();
   Status Truncate(const meta::Context& ctx, uint64_t size, bool check_perm, meta::Attr* out);
   Status Fallocate(const meta::Context& ctx, int mode, uint64_t off, uint64_t len);
   // The background loop's visit (Vfs::BackgroundLoop): a stream that froze
@@ -295,6 +309,8 @@ class FileData {
   // writing (the file kept open), commits them now rather than at close.
   // Skipped while another thread holds the file. A batch's failure is
   // reported as any background commit's (by the next Commit).
+  // So does a file whose oldest uncommitted write is older than
+  // DataPath::max_uncommitted_age (a writer that paused with the file open).
   void Tick();
   // Drops every pending write, never to be committed (the session expired):
   // their objects are deleted, the kernel's cache of the file invalidated.
@@ -368,8 +384,13 @@ class FileData {
   std::vector<std::shared_ptr<FrozenSlice>> frozen_;    // guarded by mu_: creation order
   uint64_t frozen_unbatched_bytes_ = 0;                 // guarded by mu_: bytes frozen since the last batch or commit
   std::optional<meta::Context> stream_ctx_;              // guarded by mu_: the writer, when a batch was due but one ran
+  meta::Context pending_ctx_;                           // guarded by mu_: the writer of the oldest uncommitted write
   std::shared_ptr<CommitBatch> batch_;                  // guarded by mu_: commits frozen_'s first slices
   Status unreported_;  // guarded by mu_: a background commit's failure, for the next Commit to return
+  // guarded by mu_: failures that discarded writes, counted (the error mark)
+  // and the last one, for the handles open when they happened (Commit).
+  uint64_t errors_ = 0;
+  Status last_error_;
   meta::Timespec last_write_;                           // guarded by mu_
   // guarded by mu_: when the oldest write not committed yet was buffered
   std::chrono::steady_clock::time_point oldest_pending_{};

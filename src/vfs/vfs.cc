@@ -25,6 +25,7 @@ Vfs::Vfs(meta::Meta* meta, chunk::ChunkStore* store, Config config)
       data_(std::make_unique<DataPath>(meta, store, config_.buffer_size, config_.file_buffer_limit,
                                        config_.max_uploads)) {
   data_->set_max_readahead(config_.max_readahead);
+  data_->set_max_uncommitted_age(std::chrono::milliseconds(config_.max_uncommitted_age_ms));
   // A local-directory bucket reads a range as fast as a cached block is
   // copied: a whole block fetched for a 4 KiB miss is only a 4 MiB copy.
   if (config_.prefetch && !store->store()->cheap_ranges()) data_->EnableBlockPrefetch();
@@ -492,6 +493,7 @@ Status Vfs::Open(const Context& ctx, Ino ino, int flags, Handle** fh, Attr* attr
       return f.status();
     }
     h->file = std::move(*f);
+    h->errors_seen = h->file->ErrorMark();
     if (Status st = MergePending(ctx, epoch, ino, attr); !st.ok()) {
       h->file.reset();
       ReleaseFile(ino);
@@ -540,6 +542,7 @@ Status Vfs::Create(const Context& ctx, Ino parent, const std::string& name, uint
     return f.status();
   }
   h->file = std::move(*f);
+  h->errors_seen = h->file->ErrorMark();
   Saw(*ino, *attr);
   *fh = h.release();
   return Status::OK();
@@ -568,9 +571,17 @@ Result<size_t> Vfs::Write(const Context& ctx, Handle* fh, uint64_t off, const ch
   return size;
 }
 
+Status Vfs::CommitThrough(const Context& ctx, Handle* fh, bool fsync) {
+  if ((fh->flags & O_ACCMODE) != O_RDONLY || fsync) return Fenced(fh->file->Commit(ctx, &fh->errors_seen));
+  // A reader's close commits its writers' data too (close-to-open); if that
+  // fails, the file's error mark tells them.
+  (void)Fenced(fh->file->Commit(ctx));
+  return Status::OK();
+}
+
 Status Vfs::Flush(const Context& ctx, Handle* fh, uint64_t lock_owner) {
   Status st = fh->file ? CheckSession(fh) : Status::OK();
-  if (st.ok() && fh->file) st = Fenced(fh->file->Commit(ctx));
+  if (st.ok() && fh->file) st = CommitThrough(ctx, fh, false);
   Status lst = DropPosixLocks(ctx, fh->ino, lock_owner);
   return st.ok() ? lst : st;
 }
@@ -578,7 +589,7 @@ Status Vfs::Flush(const Context& ctx, Handle* fh, uint64_t lock_owner) {
 Status Vfs::Fsync(const Context& ctx, Handle* fh) {
   if (!fh->file) return Status::OK();
   RETURN_IF_ERROR(CheckSession(fh));
-  return Fenced(fh->file->Commit(ctx));
+  return CommitThrough(ctx, fh, true);
 }
 
 Status Vfs::Release(const Context& ctx, Handle* fh) {
@@ -595,7 +606,7 @@ Status Vfs::Release(const Context& ctx, Handle* fh) {
   }
   if (h->file) {
     st = CheckSession(h.get());
-    if (st.ok()) st = Fenced(h->file->Commit(ctx));
+    if (st.ok()) st = CommitThrough(ctx, h.get(), false);
     if (!st.ok()) LOG_ERROR("inode {}: data written but not committed at close: {}", h->ino, st.ToString());
     Attr attr;
     // Our writes went through the kernel's page cache, so it matches the

@@ -42,6 +42,10 @@ struct Config {
   // writers wait for uploads; and per file before it commits on its own.
   size_t buffer_size = 300u << 20;
   size_t file_buffer_limit = 64u << 20;
+  // A file's oldest uncommitted write commits after this long even if its
+  // writer paused (well within the hour after which gc deletes objects no
+  // file references).
+  int64_t max_uncommitted_age_ms = 5 * 60 * 1000;
   // Concurrent block uploads (--max-uploads).
   size_t max_uploads = 20;
   // A random partial read of a block loads the whole block in the
@@ -83,6 +87,9 @@ struct Handle {
   // since this client last saw it: same mtime and length).
   bool keep_cache = false;
   std::atomic<bool> written{false};  // files: written through this handle
+  // Files: the file's error mark this handle has reported up to (errseq;
+  // FileData::Commit), taken at open.
+  std::atomic<uint64_t> errors_seen{0};
   // Files: owner and (first) parent when opened, for quotas.
   uint32_t uid = 0;
   uint32_t gid = 0;
@@ -277,6 +284,12 @@ class Vfs {
   // A commit refused by the engine because the session expired (ESTALE)
   // asks for a renewal and becomes EIO; other results pass.
   Status Fenced(Status st);
+  // Commits the file's pending writes for a close (flush, release) or an
+  // fsync through fh. A handle open for writing hears of every failure that
+  // discarded writes since it last looked, whichever commit failed; a
+  // read-only one only at fsync, as close(2) of a read-only file on NFS
+  // (the failure stays marked for the file's writers).
+  Status CommitThrough(const Context& ctx, Handle* fh, bool fsync);
 
   meta::Meta* const meta_;
   chunk::ChunkStore* const store_;

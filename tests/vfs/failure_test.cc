@@ -339,6 +339,68 @@ TEST_F(VfsFailureTest, FailedBackgroundCommitFailsLaterWritesUntilReported) {
   EXPECT_EQ(Read(ino, 4 * kBlock), committed + later);
 }
 
+// A writer that pauses with its file open: the blocks it uploaded commit
+// after max_uncommitted_age anyway. Only a next write used to commit them,
+// so a file left open for an hour had its uploaded blocks deleted by
+// `tessera gc` as leaked, and committed references to them later (review).
+TEST_F(VfsFailureTest, APausedWriterCommitsItsUploadedBlocks) {
+  Config c = BaseConfig();
+  c.max_uncommitted_age_ms = 300;
+  ASSERT_NO_FATAL_FAILURE(StartVfs(c));
+  std::mt19937_64 rng(9);
+  meta::Ino ino = 0;
+  Handle* fh = Create("paused", &ino);
+  ASSERT_NE(fh, nullptr);
+  const std::string data = Bytes(rng, 8 * kBlock + 100);  // full blocks upload at once, the tail stays buffered
+  ASSERT_TRUE(Write(fh, 0, data).ok());
+  meta::Attr attr;
+  for (int i = 0; i < 300; ++i) {
+    ASSERT_TRUE(meta_->GetAttr(ctx_, ino, &attr).ok());
+    if (attr.length == data.size()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(attr.length, data.size()) << "the engine does not know the paused writer's data after 3 s";
+  const std::string more = Bytes(rng, 2 * kBlock);
+  ASSERT_TRUE(Write(fh, data.size(), more).ok());
+  EXPECT_TRUE(vfs_->Release(ctx_, fh).ok());
+  EXPECT_EQ(Read(ino, data.size() + more.size()), data + more);
+}
+
+// A failed commit discards the writes of every handle of the file, so it is
+// reported to each handle that was open (as Linux reports writeback errors):
+// it used to go to whichever handle committed first, and a reader's close
+// took it while the writer's fsync and close returned 0 (review).
+TEST_F(VfsFailureTest, AFailedCommitIsReportedToEveryHandleOpenForIt) {
+  std::mt19937_64 rng(8);
+  meta::Ino ino = 0;
+  const std::string committed = Bytes(rng, 2 * kBlock);
+  Handle* writer = CreateCommitted("shared", committed, &ino);
+  ASSERT_NE(writer, nullptr);
+  Handle* other = Open(ino);
+  ASSERT_NE(other, nullptr);
+  Handle* reader = nullptr;
+  meta::Attr attr;
+  ASSERT_TRUE(vfs_->Open(ctx_, ino, O_RDONLY, &reader, &attr).ok());
+
+  ASSERT_TRUE(Write(writer, 2 * kBlock, Bytes(rng, 3 * kBlock)).ok());
+  faults_->FailNext(FaultMeta::kWrite, FaultMeta::Fault::kError);
+  // The reader's close commits the writer's data, which fails: the reader
+  // is not told (a read-only close), the others are.
+  EXPECT_TRUE(vfs_->Flush(ctx_, reader, 0).ok());
+  Handle* later = Open(ino);  // opened after the failure: not its to hear
+  ASSERT_NE(later, nullptr);
+  Status st = vfs_->Fsync(ctx_, writer);
+  EXPECT_EQ(st.code(), EIO) << "the writer's fsync after its writes were discarded: " << st.ToString();
+  EXPECT_TRUE(vfs_->Fsync(ctx_, writer).ok()) << "reported twice to the same handle";
+  st = vfs_->Flush(ctx_, other, 0);
+  EXPECT_EQ(st.code(), EIO) << "a handle open for writing when it happened, at close: " << st.ToString();
+  st = vfs_->Fsync(ctx_, reader);
+  EXPECT_EQ(st.code(), EIO) << "the reader's fsync: " << st.ToString();
+  EXPECT_TRUE(vfs_->Fsync(ctx_, later).ok());
+  EXPECT_EQ(Read(ino, 5 * kBlock), committed);
+  for (Handle* h : {writer, other, reader, later}) EXPECT_TRUE(vfs_->Release(ctx_, h).ok());
+}
+
 // A client cut off longer than the session timeout is cleaned by another;
 // when it comes back, what it had not committed is dropped (never written
 // over what others wrote meanwhile), its open files fail with EIO, and new

@@ -62,7 +62,10 @@ class WritebackVfsTest : public ::testing::Test {
 
   // A client: writeback on (no read caches, so reads of pending data come
   // from the staging area) or off (reads only what is in the store).
-  void StartClient(bool writeback, uint32_t compact_threshold = 0, size_t file_buffer_limit = 64 << 10) {
+  // free_space_ratio: the staging area refuses blocks that would leave less
+  // of its disk free (0.9999: it refuses every block).
+  void StartClient(bool writeback, uint32_t compact_threshold = 0, size_t file_buffer_limit = 64 << 10,
+                   double free_space_ratio = 0) {
     vfs_.reset();
     chunks_.reset();
     chunk::StoreConfig sc{.block_size = kBlock, .mem_cache_bytes = 0};
@@ -70,7 +73,7 @@ class WritebackVfsTest : public ::testing::Test {
       sc.cache_dir = dir_;
       sc.cache_volume = "vol";
       sc.cache_size = 0;
-      sc.free_space_ratio = 0;
+      sc.free_space_ratio = free_space_ratio;
       sc.writeback = true;
       sc.max_uploads = 4;
       sc.upload_retry_ms = 5;
@@ -149,6 +152,33 @@ TEST_F(WritebackVfsTest, CloseIsAcknowledgedWhileTheStoreIsDown) {
   EXPECT_GT(objects_.Count(), 0u);
   // A client without writeback sees the data in the store.
   ASSERT_NO_FATAL_FAILURE(StartClient(false));
+  EXPECT_EQ(ReadAll(ino, model.size()), model);
+}
+
+// A staging area that refuses blocks (its disk full) makes the blocks go
+// straight to the store, also for a commit in the background: that one used
+// to fail instead, discarding every pending write of the file (review).
+TEST_F(WritebackVfsTest, ABackgroundCommitUploadsWhatStagingRefuses) {
+  ASSERT_NO_FATAL_FAILURE(StartClient(true, 0, 64 << 10, /*free_space_ratio=*/0.9999));
+  std::mt19937_64 rng(11);
+  meta::Ino ino = 0;
+  meta::Attr attr;
+  Handle* fh = nullptr;
+  ASSERT_TRUE(vfs_->Create(ctx_, kRootIno, "full-disk", 0644, 022, O_RDWR | O_CREAT, &fh, &ino, &attr).ok());
+  // Descending 2 KiB writes stay buffered (never cut into blocks) until the
+  // 64 KiB limit starts a background commit; then more go on.
+  std::string model(160 << 10, '\0');
+  for (uint64_t off = model.size(); off > 0; off -= 2048) {
+    std::string patch = RandomBytes(rng, 2048);
+    auto w = vfs_->Write(ctx_, fh, off - 2048, patch.data(), patch.size());
+    ASSERT_TRUE(w.ok()) << "write at " << off - 2048 << ": " << w.status().ToString();
+    model.replace(off - 2048, patch.size(), patch);
+  }
+  Status st = vfs_->Fsync(ctx_, fh);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  ASSERT_TRUE(vfs_->Release(ctx_, fh).ok());
+  EXPECT_EQ(chunks_->stats().staged_blocks, 0u) << "the staging area took blocks it should refuse";
+  EXPECT_GT(objects_.Count(), 0u);
   EXPECT_EQ(ReadAll(ino, model.size()), model);
 }
 
