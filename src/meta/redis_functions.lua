@@ -30,6 +30,8 @@
 --   V<client>                 the sequence number of a client instance's last flush_stats
 --   p<ino>                    hash: parent dir -> names there, of a file with several names
 --   slicerefs                 hash "<id>_<size>" -> extra chunk lists holding a slice (clones)
+--   clones                    counter of clones made (gc scans the chunk lists again if one
+--                             ran during its scan: SCAN may miss the copies' keys)
 --   Q<kind>_<id> / quotas     hash: a quota's limits and usage / set of the quotas
 --
 -- Calling convention: every function returns an array whose first element is

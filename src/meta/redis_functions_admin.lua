@@ -393,6 +393,7 @@ local function clone(args)
   put_attr(parent, p)
   incr('totalInodes', #items)
   incr('usedSpace', space)
+  redis.call('INCR', 'clones')
   return { 0, first, redis.call('GET', key('i', first)), #items, encode_attr(p) }
 end
 

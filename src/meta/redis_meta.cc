@@ -597,21 +597,42 @@ Status RedisMeta::Read(Ino ino, uint32_t chunk_index, std::vector<Slice>* slices
 }
 
 Status RedisMeta::ScanAllSlices(const SliceVisitor& visit) {
-  // Chunk lists, then the deletion queue.
-  RETURN_IF_ERROR(ForEachChunkList([&](std::string_view list) {
-    for (const Slice& s : chunk::DecodeSlices(list))
-      if (s.id != 0) visit(s.id, s.size, false);
-  }));
-  for (int64_t start = 0;; start += 10000) {
-    ASSIGN_OR_RETURN(auto queued, Cmd(kOpOther, {"ZRANGE", "delslices", std::to_string(start),
-                                                 std::to_string(start + 9999)}));
-    for (size_t i = 0; i < queued.size(); ++i) {
+  // Chunk lists, then the deletion queue. SCAN returns the keys that exist
+  // for the whole scan, no more: a clone made meanwhile may put its copy's
+  // lists behind the cursor while the source's go (a removal, an overwrite)
+  // before the cursor reaches them, and their slices would look leaked. So
+  // the lists are scanned again until one scan ran with no clone made
+  // during it ('clones' counts them); earlier scans' visits stand too.
+  constexpr int kMaxScans = 8;
+  auto clones = [&]() -> Result<std::string> {
+    ASSIGN_OR_RETURN(auto r, Cmd(kOpOther, {"GET", "clones"}));
+    return r.nil() ? std::string() : std::string(r.str());
+  };
+  for (int scan = 1;; ++scan) {
+    ASSIGN_OR_RETURN(const std::string before, clones());
+    RETURN_IF_ERROR(ForEachChunkList([&](std::string_view list) {
+      for (const Slice& s : chunk::DecodeSlices(list))
+        if (s.id != 0) visit(s.id, s.size, false);
+    }));
+    ASSIGN_OR_RETURN(const std::string after, clones());
+    if (after == before) break;
+    if (scan == kMaxScans)
+      return Status::Err(EAGAIN, "files were cloned during each of " + std::to_string(kMaxScans) +
+                                     " scans of the chunk lists; run again when cloning pauses");
+  }
+  // ZSCAN, not pages by rank: the mounts remove due entries from the front
+  // meanwhile, and ranks would shift past entries never seen.
+  std::string cursor = "0";
+  do {
+    ASSIGN_OR_RETURN(auto page, Cmd(kOpOther, {"ZSCAN", "delslices", cursor, "COUNT", "1000"}));
+    cursor = std::string(page.at(0).str());
+    redis::Reply queued = page.at(1);  // member, score, member, score, ...
+    for (size_t i = 0; i + 1 < queued.size(); i += 2) {
       std::string_view m = queued.at(i).str();
       const auto sep = m.find('_');
       if (sep != std::string_view::npos) visit(ParseU64(m.substr(0, sep)), uint32_t(ParseU64(m.substr(sep + 1))), true);
     }
-    if (queued.size() < 10000) break;
-  }
+  } while (cursor != "0");
   return Status::OK();
 }
 
