@@ -5,9 +5,10 @@
 //
 // Safe beside live clients: the metadata is scanned first, then the bucket is
 // listed, so an object of a slice committed in between looks leaked, but it
-// is young; a client commits what it uploads within minutes (a sequential
-// writer commits at least every few minutes, docs/format.md), so only objects
-// older than an hour are deleted.
+// is young; a client commits what it uploads within minutes (an open file
+// commits within 5 minutes of its oldest uncommitted write, whether its
+// writer goes on or pauses: docs/consistency.md), so only objects older than
+// an hour are deleted.
 #include <atomic>
 #include <chrono>
 #include <cstdio>

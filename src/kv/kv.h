@@ -70,6 +70,12 @@ class Engine {
   // (it may deadlock).
   using TxnFn = std::function<Status(Txn&)>;
   virtual Status Run(const TxnFn& fn, bool read_only = false) = 0;
+  // Makes every transaction committed so far survive a power loss or an OS
+  // crash where commits survive only a crash of the process (SQLite with
+  // synchronous=NORMAL); nothing where commits are durable already. Costs an
+  // fsync: for the rare commits a power loss must not undo, such as a
+  // reservation of ids that objects and caches are named by.
+  virtual Status Sync() { return Status::OK(); }
   // Removes every key (format --force).
   virtual Status DropAll() = 0;
   // e.g. "sqlite3", "memory", "postgres" (never a URL or password)

@@ -267,6 +267,8 @@ class PgConn {
     return Status::OK();
   }
   static Result<std::unique_ptr<Listener>> Listen(const Config& config, Engine::NotifyFn fn);
+  // A COMMIT returns once the server has flushed it (synchronous_commit).
+  static Status Sync(const Config&) { return Status::OK(); }
 
   // Appends to *rows at most limit rows with keys in [from, end) (end empty:
   // no upper bound), in key order.

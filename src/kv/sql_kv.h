@@ -313,6 +313,8 @@ class SqlEngine final : public Engine {
     return RunAlone(fn, read_only);
   }
 
+  Status Sync() override { return Conn::Sync(config_); }
+
   Status DropAll() override {
     return Transact(false, [](Conn& conn) { return conn.DeleteAll(); });
   }

@@ -345,7 +345,7 @@ KvMeta::KvMeta(std::unique_ptr<kv::Engine> engine)
     : origin_("k" + std::to_string(NewClientId())),
       engine_(WatchEngine(std::move(engine), origin_, watching_)),
       inode_ids_(kInodeBatch, [this](uint64_t batch) { return ReserveIds(kNextInode, batch); }),
-      slice_ids_(kSliceBatch, [this](uint64_t batch) { return ReserveIds(kNextSlice, batch); }) {}
+      slice_ids_(kSliceBatch, [this](uint64_t batch) { return ReserveIds(kNextSlice, batch, true); }) {}
 KvMeta::~KvMeta() {
   StopWatching();
   // A client that ends without crashing loses no statistics (the VFS has
@@ -354,12 +354,13 @@ KvMeta::~KvMeta() {
   if (!st.ok()) LOG_ERROR("writing directory statistics at exit: {} (fsck --repair recomputes them)", st.ToString());
 }
 
-Result<int64_t> KvMeta::ReserveIds(const char* counter, uint64_t batch) {
+Result<int64_t> KvMeta::ReserveIds(const char* counter, uint64_t batch, bool durable) {
   int64_t last = 0;
   RETURN_IF_ERROR(engine_->Run([&](kv::Txn& tx) {
     ASSIGN_OR_RETURN(last, tx.Incr(CounterKey(counter), int64_t(batch)));
     return Status::OK();
   }));
+  if (durable) RETURN_IF_ERROR(engine_->Sync().With("making a reservation of ids durable"));
   return last;
 }
 

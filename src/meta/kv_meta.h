@@ -117,7 +117,11 @@ class KvMeta final : public Meta {
   Status AddQuotaUsage(const std::vector<std::pair<QuotaKey, QuotaUsage>>& deltas) override;
 
  private:
-  Result<int64_t> ReserveIds(const char* counter, uint64_t batch);
+  // durable: also synced to disk (kv::Engine::Sync). Slice ids name objects,
+  // cache files and staged blocks that outlive a power loss: a reservation it
+  // undid would hand the same ids out again, and a cached or staged block of
+  // the old slice would be served for the new one.
+  Result<int64_t> ReserveIds(const char* counter, uint64_t batch, bool durable = false);
   // Drops n local references; the last one queues a sustained inode for
   // release (releases_).
   Status DropRefs(Ino ino, uint64_t n);

@@ -109,6 +109,7 @@ class WatchedEngine final : public kv::Engine {
     }, false);
   }
   Status DropAll() override { return inner_->DropAll(); }
+  Status Sync() override { return inner_->Sync(); }
 
   // Whether a client other than this one watches: the watchers counter,
   // read in the transaction — on PostgreSQL, where each read is a round
