@@ -17,7 +17,8 @@ struct OpName {
 };
 constexpr OpName kOps[] = {{"write", FaultMeta::kWrite},       {"compact", FaultMeta::kCompact},
                            {"namespace", FaultMeta::kNamespace}, {"attr", FaultMeta::kAttrs},
-                           {"xattr", FaultMeta::kXattr},       {"lock", FaultMeta::kLock}};
+                           {"xattr", FaultMeta::kXattr},       {"lock", FaultMeta::kLock},
+                           {"ids", FaultMeta::kIds}};
 
 // A uniform double in [0, 1) from (seed, n): splitmix64.
 double Draw(uint64_t seed, uint64_t n) {

@@ -35,7 +35,7 @@ namespace tessera::meta {
 
 class FaultMeta final : public Meta {
  public:
-  enum Op : unsigned { kWrite = 1, kCompact = 2, kNamespace = 4, kAttrs = 8, kXattr = 16, kLock = 32 };
+  enum Op : unsigned { kWrite = 1, kCompact = 2, kNamespace = 4, kAttrs = 8, kXattr = 16, kLock = 32, kIds = 64 };
   enum class Fault { kNone, kError, kLostReply };
 
   struct Spec {
@@ -165,7 +165,15 @@ class FaultMeta final : public Meta {
                       const std::vector<chunk::Slice>& replacement) override {
     return Run(kCompact, "compact", [&] { return inner_->CompactChunk(ino, chunk_index, expected, replacement); });
   }
-  Result<uint64_t> NewSliceId() override { return inner_->NewSliceId(); }
+  Result<uint64_t> NewSliceId() override {
+    Result<uint64_t> id = Status::Err(EIO);
+    Status st = Run(kIds, "slice id", [&] {
+      id = inner_->NewSliceId();
+      return id.status();
+    });
+    if (!st.ok()) return st;
+    return id;
+  }
   Status ScanAllSlices(const SliceVisitor& visit) override { return inner_->ScanAllSlices(visit); }
 
   Status GetXattr(const Context& ctx, Ino ino, const std::string& name, std::string* value) override {

@@ -378,7 +378,7 @@ void UploadBuffered(DataPath* dp, const std::shared_ptr<FrozenSlice>& s, uint32_
 
 void FileData::SubmitBlock(const std::shared_ptr<FrozenSlice>& s, uint32_t index) { UploadBuffered(dp_, s, index); }
 
-void FileData::FreezeLocked(uint32_t chunk, uint32_t pos, std::string data) {
+bool FileData::FreezeLocked(uint32_t chunk, uint32_t pos, std::string data) {
   const uint32_t bs = dp_->block_size();
   // Continue the newest frozen slice of this chunk when the cut follows it.
   std::shared_ptr<FrozenSlice> s;
@@ -393,7 +393,7 @@ void FileData::FreezeLocked(uint32_t chunk, uint32_t pos, std::string data) {
     if (!id.ok()) {  // keep the bytes buffered; the commit will report the error
       LOG_WARN("cannot allocate a slice id: {}", id.status().ToString());
       buffer_.Write(uint64_t(chunk) * kChunkSize + pos, data.data(), data.size());
-      return;
+      return false;
     }
     s = std::make_shared<FrozenSlice>();
     s->chunk = chunk;
@@ -420,6 +420,7 @@ void FileData::FreezeLocked(uint32_t chunk, uint32_t pos, std::string data) {
     }
     SubmitBlock(s, i);
   }
+  return true;
 }
 
 Status FileData::Write(const meta::Context& ctx, uint64_t off, const char* data, size_t size) {
@@ -447,8 +448,8 @@ Status FileData::Write(const meta::Context& ctx, uint64_t off, const char* data,
     uint32_t pos = 0;
     std::string blocks;
     if (buffer_.CutFullBlocks(uint32_t(c), end_pos, dp_->block_size(), &pos, &blocks)) {
-      cut += int64_t(blocks.size());
-      FreezeLocked(uint32_t(c), pos, std::move(blocks));
+      const auto n = int64_t(blocks.size());
+      if (FreezeLocked(uint32_t(c), pos, std::move(blocks))) cut += n;  // else buffered again, counted there
     }
   }
   dp_->Charge(int64_t(buffer_.bytes()) - before + cut);

@@ -343,7 +343,8 @@ class FileData {
   void FinishBatchLocked();
   // FinishBatchLocked if batch_ is done; never waits.
   void ReapBatchLocked();
-  void FreezeLocked(uint32_t chunk, uint32_t pos, std::string data);
+  // False if it could not (no slice id): the bytes went back to the buffer.
+  bool FreezeLocked(uint32_t chunk, uint32_t pos, std::string data);
   void SubmitBlock(const std::shared_ptr<FrozenSlice>& s, uint32_t index);
   uint64_t PendingEndLocked() const;
   // Adds the pending length and mtime to attr. Requires mu_.
