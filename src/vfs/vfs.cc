@@ -71,6 +71,7 @@ Status Vfs::Start() {
   if (cleaned.ok() && *cleaned > 0) LOG_INFO("cleaned {} stale session(s)", *cleaned);
   if (Status q = quotas_.Sync(); !q.ok()) LOG_WARN("loading quotas: {} (tried again in the background)", q.ToString());
   bg_thread_ = std::thread([this] { BackgroundLoop(); });
+  session_thread_ = std::thread([this] { SessionLoop(); });
   quota_thread_ = std::thread([this] { QuotaLoop(); });
   backup_thread_ = std::thread([this] { BackupLoop(); });
   started_ = true;
@@ -96,6 +97,7 @@ void Vfs::Stop() {
   backup_cancel_ = true;
   bg_cv_.notify_all();
   if (bg_thread_.joinable()) bg_thread_.join();
+  if (session_thread_.joinable()) session_thread_.join();
   if (backup_thread_.joinable()) backup_thread_.join();
   if (quota_thread_.joinable()) quota_thread_.join();
   if (Status q = quotas_.Sync(); !q.ok()) LOG_ERROR("writing quota usage at unmount: {}", q.ToString());
@@ -104,8 +106,6 @@ void Vfs::Stop() {
 }
 
 void Vfs::BackgroundLoop() {
-  auto last_heartbeat = std::chrono::steady_clock::now();
-  auto last_clean = last_heartbeat;
   auto deleter = [this](uint64_t id, uint32_t size) { return store_->DeleteSlice(id, size); };
   // While there is deletion work (a writer overwriting in place, a tree
   // removed) the loop comes back after kBusyWait, so that deletion keeps up
@@ -138,12 +138,22 @@ void Vfs::BackgroundLoop() {
     busy = r.ok() && *r > 0;
     CountJob(kCleanup, r.status());
     if (!r.ok()) LOG_WARN("background cleanup: {}", r.status().ToString());
-    auto now = std::chrono::steady_clock::now();
+    lk.lock();
+  }
+}
+
+void Vfs::SessionLoop() {
+  auto last_heartbeat = std::chrono::steady_clock::now();
+  auto last_clean = last_heartbeat;
+  const auto period = std::chrono::milliseconds(std::clamp(config_.cleanup_interval_ms, 1, 1000));
+  std::unique_lock<std::mutex> lk(bg_mu_);
+  while (!stopping_) {
+    bg_cv_.wait_for(lk, period, [&] { return stopping_ || renew_; });
+    if (stopping_) break;
     bool renew = false;
-    {
-      std::lock_guard<std::mutex> g(bg_mu_);
-      std::swap(renew, renew_);
-    }
+    std::swap(renew, renew_);
+    lk.unlock();
+    auto now = std::chrono::steady_clock::now();
     if (renew || now - last_heartbeat >= std::chrono::seconds(config_.heartbeat_interval_s)) {
       const chunk::ChunkStats cs = store_->stats();
       Status st = meta_->Heartbeat(meta::SessionLoad{cs.writeback_enabled, cs.staged_blocks, cs.staged_bytes});

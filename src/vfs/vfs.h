@@ -268,7 +268,15 @@ class Vfs {
   // Loads the window of fh's listing that follows name `from` ("" = the
   // first window, with "." and ".."), at offset `base`.
   Status FetchDirWindow(const Context& ctx, Handle* fh, const std::string& from, uint64_t base, bool plus);
+  // Directory statistics, stalled streams' commits, deletions of released
+  // slices' objects.
   void BackgroundLoop();
+  // Heartbeats, renewals of an expired session and the cleanup of others'
+  // dead sessions, on a thread of their own: the background loop can be held
+  // for minutes by an object store slow to delete, and a client whose
+  // heartbeat stops is declared dead by the others (its locks and its files
+  // open but unlinked go).
+  void SessionLoop();
   // Metadata backups (meta_backup.h): claims the job once a minute at most
   // and writes a backup when the claim succeeds.
   void BackupLoop();
@@ -385,6 +393,7 @@ class Vfs {
   bool renew_ = false;     // guarded by bg_mu_: a commit found the session expired
   std::atomic<uint64_t> session_gen_{1};
   std::thread bg_thread_;
+  std::thread session_thread_;
   std::thread backup_thread_;
   std::atomic<bool> backup_cancel_{false};  // Stop: an ongoing backup gives up
   bool started_ = false;

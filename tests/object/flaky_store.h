@@ -3,8 +3,10 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -37,7 +39,14 @@ class FlakyStore final : public object::ObjectStore {
     if (gets_blocked.load()) return Status::Err(EIO, "injected get failure");
     return base_.Get(key, off, len);
   }
-  Status Delete(const std::string& key) override { return base_.Delete(key); }
+  Status Delete(const std::string& key) override {
+    if (deletes_hang.load()) {  // an endpoint that stalls
+      deletes_hanging++;
+      while (deletes_hang.load()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      deletes_hanging--;
+    }
+    return base_.Delete(key);
+  }
   Result<object::ObjectInfo> Head(const std::string& key) override { return base_.Head(key); }
   Status List(const std::string& prefix, const std::string& start_after, size_t limit,
               std::vector<object::ObjectInfo>* out, bool* more) override {
@@ -64,6 +73,8 @@ class FlakyStore final : public object::ObjectStore {
   std::atomic<int> put_attempts{0};
   std::atomic<int64_t> put_room_bytes{-1};  // < 0: no limit
   std::atomic<bool> gets_blocked{false};
+  std::atomic<bool> deletes_hang{false};  // Delete waits while set
+  std::atomic<int> deletes_hanging{0};
 
  private:
   std::mutex room_mu_;
