@@ -224,6 +224,7 @@ int64_t DecodeI64(std::string_view v) {
 std::string EncodeSession(const SessionInfo& s) {
   nlohmann::json j = {{"Sid", s.sid},   {"Host", s.host},       {"MountPoint", s.mount_point},
                       {"Pid", s.pid},   {"Version", s.version}, {"Started", s.heartbeat}};
+  if (!s.pid_scope.empty()) j["PidScope"] = s.pid_scope;
   if (s.load.writeback)
     j["Writeback"] = {{"StagedBlocks", s.load.staged_blocks}, {"StagedBytes", s.load.staged_bytes}};
   // The strings are for display; one that is not UTF-8 (a mount point's name
@@ -240,6 +241,8 @@ Status DecodeSession(std::string_view v, SessionInfo* s) {
   if (!Int(j, "Sid", &out.sid) || !Str(j, "Host", &out.host) || !Str(j, "MountPoint", &out.mount_point) ||
       !Int(j, "Pid", &out.pid) || !Str(j, "Version", &out.version) || !Int(j, "Started", &out.heartbeat))
     return Status::Err(EIO, "bad session record: a field of the wrong type or out of range");
+  if (j.contains("PidScope") && !Str(j, "PidScope", &out.pid_scope))
+    return Status::Err(EIO, "bad session record: a bad PidScope field");
   if (auto w = j.find("Writeback"); w != j.end()) {  // absent: off, or a client that does not report it
     out.load.writeback = true;
     if (!w->is_object() || !Int(*w, "StagedBlocks", &out.load.staged_blocks) ||

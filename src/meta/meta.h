@@ -193,6 +193,9 @@ struct SessionInfo {
   std::string host;
   std::string mount_point;
   uint32_t pid = 0;
+  // Where pid means this process: the boot and the PID namespace
+  // ("<boot id>/<pid namespace>"; empty from clients before it was kept).
+  std::string pid_scope;
   std::string version;
   int64_t heartbeat = 0;  // unix seconds
   SessionLoad load;       // as of the heartbeat that last changed it

@@ -167,10 +167,23 @@ std::string HostName() {
   return buf;
 }
 
+std::string PidScope() {
+  std::ifstream boot("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  if (!std::getline(boot, id) || id.empty()) return "";
+  char ns[128] = {0};
+  const ssize_t n = readlink("/proc/self/ns/pid", ns, sizeof(ns) - 1);
+  if (n <= 0) return "";
+  return id + "/" + std::string(ns, size_t(n));
+}
+
 SessionInfo CompleteSession(const SessionInfo& in) {
   SessionInfo info = in;
   if (info.host.empty()) info.host = HostName();
-  if (info.pid == 0) info.pid = uint32_t(getpid());
+  if (info.pid == 0) {
+    info.pid = uint32_t(getpid());
+    info.pid_scope = PidScope();
+  }
   return info;
 }
 
@@ -182,8 +195,14 @@ std::string HeartbeatRecord(const SessionInfo& stored, uint64_t sid, const Sessi
 }
 
 bool SessionDead(const SessionInfo& s, int64_t now, int64_t timeout_sec) {
+  if (now - s.heartbeat > timeout_sec) return true;
+  // A client on this host whose process is gone is dead before its timeout,
+  // if its pid means the same process here: same host name is not enough
+  // (containers with the host's name and PID namespaces of their own, cloned
+  // machines), so the boot and the PID namespace must match too.
   static const std::string host = HostName();
-  return now - s.heartbeat > timeout_sec || (s.host == host && !ProcessAlive(s.pid));
+  static const std::string scope = PidScope();
+  return s.host == host && !scope.empty() && s.pid_scope == scope && !ProcessAlive(s.pid);
 }
 
 void RefTable::Add(Ino ino, uint64_t n) {

@@ -222,7 +222,10 @@ void RepairUsage(const std::unordered_map<Ino, Attr>& attrs, const std::vector<E
 // A process on this host is alive unless it is gone or a zombie.
 bool ProcessAlive(uint32_t pid);
 std::string HostName();
-// Host and pid filled in when missing.
+// This process's SessionInfo::pid_scope: its boot id and PID namespace, ""
+// if /proc does not tell.
+std::string PidScope();
+// Host, pid and its scope filled in when missing.
 SessionInfo CompleteSession(const SessionInfo& in);
 // The record a heartbeat of session sid carrying `load` stores: the stored
 // record with the new load, or "" when the stored one has it already.

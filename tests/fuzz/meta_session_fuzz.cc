@@ -16,7 +16,7 @@ namespace {
 
 bool SameSession(const SessionInfo& a, const SessionInfo& b) {
   return a.sid == b.sid && a.host == b.host && a.mount_point == b.mount_point && a.pid == b.pid &&
-         a.version == b.version && a.heartbeat == b.heartbeat;
+         a.pid_scope == b.pid_scope && a.version == b.version && a.heartbeat == b.heartbeat;
 }
 
 }  // namespace

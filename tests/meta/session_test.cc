@@ -4,9 +4,12 @@
 // cannot write over what others wrote meanwhile, and a new session works.
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
+#include <ctime>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -14,11 +17,44 @@
 
 #include <gtest/gtest.h>
 
+#include "meta/encoding.h"
 #include "meta/meta.h"
+#include "meta/meta_util.h"
 #include "two_clients.h"
 
 namespace tessera::meta {
 namespace {
+
+// A session of this host whose process is gone is dead before its timeout,
+// but only if its pid was taken in this boot and PID namespace: a container
+// with the host's name and a PID namespace of its own used to have its live
+// sessions cleaned by every client outside it, and the reverse (review).
+TEST(SessionDeadTest, APidCountsOnlyWhereItMeansTheSameProcess) {
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) _exit(0);
+  ASSERT_EQ(waitpid(child, nullptr, 0), child);  // a pid no process has now
+  SessionInfo s;
+  s.host = HostName();
+  s.pid = uint32_t(child);
+  s.heartbeat = std::time(nullptr);
+  const int64_t now = s.heartbeat;
+  s.pid_scope = PidScope();
+  ASSERT_FALSE(s.pid_scope.empty()) << "no boot id or PID namespace in /proc";
+  EXPECT_TRUE(SessionDead(s, now, 300)) << "a session whose process is gone, here";
+  s.pid_scope = "another-boot/pid:[4026531836]";
+  EXPECT_FALSE(SessionDead(s, now, 300)) << "a pid of another boot or PID namespace was taken for one of here";
+  s.pid_scope.clear();
+  EXPECT_FALSE(SessionDead(s, now, 300)) << "a session that does not say where its pid is";
+  EXPECT_TRUE(SessionDead(s, now + 301, 300)) << "without a heartbeat for longer than the timeout";
+  s.pid = uint32_t(getpid());
+  s.pid_scope = PidScope();
+  EXPECT_FALSE(SessionDead(s, now, 300)) << "this live process";
+  // The scope survives the session record.
+  SessionInfo back;
+  ASSERT_TRUE(DecodeSession(EncodeSession(s), &back).ok());
+  EXPECT_EQ(back.pid_scope, s.pid_scope);
+}
 
 class SessionExpiryTest : public testing::TwoClientsTest {
  protected:
