@@ -300,6 +300,19 @@ Status FileData::Reopen() {
   return Status::OK();
 }
 
+Status FileData::RefreshLocked() {
+  if (!others_changed_.exchange(false, std::memory_order_acq_rel)) return Status::OK();
+  views_.clear();
+  meta::Attr attr;
+  Status st = dp_->meta()->GetAttr(meta::Context::Root(), ino_, &attr);
+  if (!st.ok()) {
+    others_changed_.store(true, std::memory_order_release);  // the next read tries again
+    return st;
+  }
+  length_ = attr.length;
+  return Status::OK();
+}
+
 uint64_t FileData::PendingEndLocked() const {
   uint64_t end = buffer_.End();
   for (const auto& s : frozen_) end = std::max(end, uint64_t(s->chunk) * kChunkSize + s->EndInChunk());
@@ -947,6 +960,9 @@ Result<size_t> FileData::Read(uint64_t off, size_t size, char* buf) {
     // A finished background commit's slices are read as committed, never
     // from objects a compaction since may have released.
     ReapBatchLocked();
+    // A truncate or write by another client: the kernel dropped its pages
+    // of the file, and the views cached here must not serve them again.
+    RETURN_IF_ERROR(RefreshLocked());
     uint64_t length = std::max(length_, PendingEndLocked());
     if (off >= length || size == 0) return size_t(0);
     size = size_t(std::min<uint64_t>(size, length - off));

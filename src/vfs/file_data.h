@@ -317,6 +317,9 @@ class FileData {
   void Abandon(const Status& why);
   // Forgets the cached view of a chunk (it was compacted).
   void InvalidateView(uint32_t chunk);
+  // Another client changed the file (its change reported, coherent caches):
+  // the slice views and the length are read again before the next read.
+  void OthersChanged() { others_changed_.store(true, std::memory_order_release); }
   // SEEK_DATA / SEEK_HOLE.
   Result<uint64_t> Lseek(const meta::Context& ctx, uint64_t off, int whence);
 
@@ -375,6 +378,9 @@ class FileData {
   DataPath* const dp_;
   const meta::Ino ino_;
   std::atomic<bool> discarded_{false};  // set by DiscardLocked, taken by InvalidateOnDiscard
+  std::atomic<bool> others_changed_{false};  // set by OthersChanged, taken by RefreshLocked
+  // If another client changed the file: drops the views, reads the length.
+  Status RefreshLocked();
 
   std::mutex mu_;
   uint64_t length_;                                     // guarded by mu_: length known to the engine

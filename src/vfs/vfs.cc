@@ -363,6 +363,15 @@ void Vfs::OthersChanged(const std::vector<meta::Change>& changes, bool lost, int
   if (lost) dirs_.Lost(int(brief_ms));
   else dirs_.Changed(changes);
   quotas_.OthersChanged(changes, lost, brief_ms);
+  // Open files another client changed read their slice lists again.
+  std::lock_guard<std::mutex> g(table_mu_);
+  if (lost) {
+    for (const auto& [ino, file] : files_) file->OthersChanged();
+    return;
+  }
+  for (const auto& c : changes)
+    if (c.parent == 0)
+      if (auto it = files_.find(c.ino); it != files_.end()) it->second->OthersChanged();
 }
 
 Status Vfs::Lookup(const Context& ctx, Ino parent, const std::string& name, Ino* ino, Attr* attr) {
