@@ -320,9 +320,10 @@ bool Vfs::Saw(Ino ino, const Attr& attr) {
   constexpr size_t kMaxSeen = 1 << 20;
   std::lock_guard<std::mutex> g(table_mu_);
   if (seen_.size() >= kMaxSeen) seen_.clear();
-  auto [it, fresh] = seen_.try_emplace(ino, attr.mtime, attr.length);
-  bool same = !fresh && it->second.first == attr.mtime && it->second.second == attr.length;
-  it->second = {attr.mtime, attr.length};
+  const SeenFile now{attr.mtime, attr.ctime, attr.length};
+  auto [it, fresh] = seen_.try_emplace(ino, now);
+  const bool same = !fresh && it->second == now;
+  it->second = now;
   return same;
 }
 

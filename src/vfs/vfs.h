@@ -368,9 +368,16 @@ class Vfs {
   // every entry it held. Guarded by table_mu_.
   std::unordered_map<Ino, uint64_t> closed_;
   uint64_t closed_floor_ = 0;
-  // What the kernel's page cache of each file reflects: (mtime, length) at
-  // this client's last open or close of it. Guarded by table_mu_.
-  std::unordered_map<Ino, std::pair<meta::Timespec, uint64_t>> seen_;
+  // What the kernel's page cache of each file reflects: its mtime, ctime and
+  // length at this client's last open or close of it (ctime too: a rewrite
+  // that puts the old mtime back, as `cp -p` does, still changes it).
+  // Guarded by table_mu_.
+  struct SeenFile {
+    meta::Timespec mtime, ctime;
+    uint64_t length = 0;
+    bool operator==(const SeenFile&) const = default;
+  };
+  std::unordered_map<Ino, SeenFile> seen_;
   // Records attr as what the kernel caches of ino; returns whether it
   // matches what was recorded before (the cached pages are still valid).
   bool Saw(Ino ino, const Attr& attr);

@@ -1160,6 +1160,24 @@ TEST_F(VfsTest, KeepCacheOnlyWhileTheFileIsUnchanged) {
   ASSERT_NE(r3, nullptr);
   EXPECT_FALSE(r3->keep_cache);
   Release(r3);
+  // A rewrite of the same length that puts the old mtime back (cp -p,
+  // rsync -t --inplace): only the ctime tells (review).
+  Attr before;
+  ASSERT_OK(meta_->GetAttr(Context::Root(), ino, &before));
+  std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  ASSERT_OK(meta_->Write(Context::Root(), ino, 0, chunk::Slice{0, 0, 5, 0, 5}, meta::Now(), &attr));
+  Attr in;
+  in.mtime = before.mtime;
+  ASSERT_OK(meta_->SetAttr(Context::Root(), ino, meta::kSetMtime, in, &attr));
+  ASSERT_TRUE(attr.mtime == before.mtime && attr.length == before.length);
+  Handle* r4 = Open(ino, O_RDONLY);
+  ASSERT_NE(r4, nullptr);
+  EXPECT_FALSE(r4->keep_cache) << "pages kept over a rewrite with its mtime restored";
+  Release(r4);
+  Handle* r5 = Open(ino, O_RDONLY);
+  ASSERT_NE(r5, nullptr);
+  EXPECT_TRUE(r5->keep_cache);
+  Release(r5);
 }
 
 }  // namespace
