@@ -28,6 +28,17 @@ using namespace keys;  // NOLINT
 
 Status KvMeta::NewSession(const SessionInfo& in) {
   SessionInfo info = CompleteSession(in);
+  // A renewal after others cleaned the old session: what this client did in
+  // it since, before it noticed (removed a file it had open, took a lock),
+  // is cleaned now, or never (no session list names that sid any more).
+  if (const uint64_t old = sid_; old != 0) {
+    RETURN_IF_ERROR(engine_->Run([&](kv::Txn& tx) {
+      auto live = tx.Get(SessionKey(old));
+      if (live.ok()) return Status::OK();  // not cleaned: not this call's to end
+      if (!live.status().not_found()) return live.status();
+      return CleanSessionTx(tx, old);
+    }));
+  }
   Status st = engine_->Run([&](kv::Txn& tx) {
     auto r = tx.Incr(CounterKey(kNextSession), 1);
     if (!r.ok()) return r.status();

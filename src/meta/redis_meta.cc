@@ -259,6 +259,13 @@ Status RedisMeta::StatFS(const Context&, StatFs* out) {
 
 Status RedisMeta::NewSession(const SessionInfo& in) {
   SessionInfo info = CompleteSession(in);
+  // A renewal after others cleaned the old session: what this client did in
+  // it since, before it noticed (removed a file it had open, took a lock),
+  // is cleaned now, or never (no session list names that sid any more).
+  if (const uint64_t old = sid_; old != 0) {
+    ASSIGN_OR_RETURN(auto live, Cmd(kOpSession, {"HEXISTS", "sessions", std::to_string(old)}));
+    if (live.integer() == 0) RETURN_IF_ERROR(Fcall(kOpSession, "clean_session", Args().Num(old).views()).status());
+  }
   ASSIGN_OR_RETURN(int64_t sid, Incr(keys::kNextSession, 1));
   info.sid = uint64_t(sid);
   info.heartbeat = Now().sec;

@@ -96,6 +96,34 @@ TEST_P(SessionExpiryTest, ExpiredClientIsFencedAndStartsAnew) {
   EXPECT_TRUE(problems.empty()) << (problems.empty() ? "" : problems.front());
 }
 
+// What a client does between the cleanup of its session by others and its
+// noticing (it removes a file it has open, takes a lock) is recorded under
+// the dead session: its renewal cleans that too. The removed inode and the
+// lock used to stay for ever, no session list naming that sid (review).
+TEST_P(SessionExpiryTest, TheRenewalCleansWhatTheDeadSessionDidLast) {
+  const Context root = Context::Root();
+  Ino f = 0, g = 0;
+  Attr attr;
+  ASSERT_TRUE(a_->Mknod(root, kRootIno, "f", S_IFREG | 0644, 0, 0, "", &f, &attr).ok());
+  ASSERT_TRUE(a_->Mknod(root, kRootIno, "g", S_IFREG | 0644, 0, 0, "", &g, &attr).ok());
+  a_->AddRef(f);  // the kernel looked f up: its removal keeps it while referenced
+  std::this_thread::sleep_for(std::chrono::milliseconds(2100));
+  ASSERT_TRUE(b_->Heartbeat({}).ok());
+  auto cleaned = b_->CleanStaleSessions(1);
+  ASSERT_TRUE(cleaned.ok()) << cleaned.status().ToString();
+  ASSERT_EQ(*cleaned, 1);
+
+  // a has not noticed yet.
+  ASSERT_TRUE(a_->Unlink(root, kRootIno, "f").ok());
+  ASSERT_TRUE(a_->Flock(root, g, 7, kWriteLock).ok());
+  EXPECT_EQ(a_->Heartbeat({}).code(), ESTALE);
+  SessionInfo s;
+  s.mount_point = "/mnt/a";
+  ASSERT_TRUE(a_->NewSession(s).ok());
+  EXPECT_TRUE(b_->Flock(root, g, 9, kWriteLock).ok()) << "a lock taken in the dead session outlived it";
+  EXPECT_EQ(b_->GetAttr(root, f, &attr).code(), ENOENT) << "the file removed in the dead session stayed";
+}
+
 // A client's writeback backlog travels with its heartbeat (`tessera
 // status` on any host shows it): stored when it changes, cleared when
 // writeback has nothing staged or is off, gone with a new session.
