@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <ctime>
 #include <mutex>
@@ -304,6 +305,7 @@ struct S3Store::Response {
   int64_t mtime_sec = 0;
   std::string code;     // S3 error code of a non-2xx reply
   std::string message;  // and its message
+  std::string content_range;  // of a 206
 };
 
 S3Store::S3Store(S3Config config) : cfg_(std::move(config)) { GlobalInit(); }
@@ -405,6 +407,9 @@ Status S3Store::Attempt(void* curl, const Call& c, const std::string& payload_ha
   if (curl_easy_getinfo(curl, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length) == CURLE_OK) resp->content_length = length;
   curl_off_t filetime = -1;
   if (curl_easy_getinfo(curl, CURLINFO_FILETIME_T, &filetime) == CURLE_OK && filetime > 0) resp->mtime_sec = filetime;
+  if (curl_header* h = nullptr; resp->status == 206 && curl_easy_header(curl, "Content-Range", 0, CURLH_HEADER, -1,
+                                                                       &h) == CURLHE_OK)
+    resp->content_range = h->value;
   if (resp->status >= 300) std::tie(resp->code, resp->message) = s3xml::ParseError(resp->body);
   return Status::OK();
 }
@@ -487,6 +492,29 @@ Status S3Store::Put(const std::string& key, std::string_view data) {
   return ReplyError("PUT " + key, r, Describe(), cfg_.creds.access_key.empty());
 }
 
+namespace {
+
+// A 206 must carry the range asked for, "bytes off-end/total", and a body of
+// its length, shorter than len only where the object ends: a server or proxy
+// that answered another range would hand the reader bytes from the wrong
+// offset as the file's.
+Status CheckRange(const std::string& content_range, size_t body, int64_t off, int64_t len) {
+  unsigned long long start = 0, end = 0, total = 0;
+  char star = 0;
+  const bool known = std::sscanf(content_range.c_str(), "bytes %llu-%llu/%llu", &start, &end, &total) == 3;
+  if (!known && std::sscanf(content_range.c_str(), "bytes %llu-%llu/%c", &start, &end, &star) != 3)
+    return Status::Err(EIO, "a partial reply without a usable Content-Range ('" + content_range + "')");
+  const uint64_t n = end >= start ? end - start + 1 : 0;
+  const bool short_at_end = known && end + 1 == total;
+  if (start != uint64_t(off) || n == 0 || n != body || (len > 0 && n > uint64_t(len)) ||
+      (len > 0 && n < uint64_t(len) && !short_at_end) || (len < 0 && known && !short_at_end))
+    return Status::Err(EIO, fmt::format("asked for bytes {}-{}, the server sent '{}' with {} byte(s)", off,
+                                        len < 0 ? std::string() : std::to_string(off + len - 1), content_range, body));
+  return Status::OK();
+}
+
+}  // namespace
+
 Result<std::string> S3Store::Get(const std::string& key, int64_t off, int64_t len) {
   if (key.empty()) return Status::Err(EINVAL, "get: empty key");
   if (off < 0) return Status::Err(EINVAL, "get " + key + ": negative offset");
@@ -500,7 +528,10 @@ Result<std::string> S3Store::Get(const std::string& key, int64_t off, int64_t le
     c.headers.emplace_back("range", len < 0 ? fmt::format("bytes={}-", off) : fmt::format("bytes={}-{}", off, off + len - 1));
   }
   ASSIGN_OR_RETURN(Response r, Do(c));
-  if (r.status == 206) return std::move(r.body);
+  if (r.status == 206) {
+    RETURN_IF_ERROR(CheckRange(r.content_range, r.body.size(), off, len).With("GET " + key + " on " + Describe()));
+    return std::move(r.body);
+  }
   if (r.status == 200) {  // the whole object: no range asked, or the server ignored it
     if (c.headers.empty()) return std::move(r.body);
     if (size_t(off) >= r.body.size()) return std::string();
@@ -544,8 +575,15 @@ Status S3Store::List(const std::string& prefix, const std::string& start_after, 
       has_more = !page.objects.empty() || page.truncated;
       break;
     }
-    if (page.objects.size() > want) page.objects.resize(want);
+    // A server that ignored max-keys: what is cut off comes with the next
+    // call (after the last key kept), so there is more.
+    const bool cut = page.objects.size() > want;
+    if (cut) page.objects.resize(want);
     for (auto& info : page.objects) out->push_back(std::move(info));
+    if (cut) {
+      has_more = true;
+      break;
+    }
     if (!page.truncated) break;
     if (out->size() >= limit) {
       has_more = true;

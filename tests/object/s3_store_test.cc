@@ -266,9 +266,9 @@ TEST_F(S3FakeTest, CredentialsAndRegionFromEnvironment) {
 
 TEST_F(S3FakeTest, RangedGets) {
   auto s = Make();
-  server_.Script({206, "3456"});
+  server_.Script({206, "3456", {{"Content-Range", "bytes 3-6/10"}}});
   EXPECT_EQ(*s->Get("k", 3, 4), "3456");
-  server_.Script({206, "6789"});
+  server_.Script({206, "6789", {{"Content-Range", "bytes 6-9/10"}}});
   EXPECT_EQ(*s->Get("k", 6, -1), "6789");
   server_.Script({200, "0123456789"});
   EXPECT_EQ(*s->Get("k", 0, -1), "0123456789");
@@ -285,6 +285,29 @@ TEST_F(S3FakeTest, RangedGets) {
   EXPECT_NE(reqs[0].headers.at("authorization").find("SignedHeaders=host;range;x-amz-content-sha256;x-amz-date"),
             std::string::npos);
   EXPECT_EQ(s->Get("k", -1, 2).status().code(), EINVAL);
+}
+
+// A 206 whose range is not the one asked for (a non-conforming server or a
+// caching proxy) is an error, never bytes from another offset read as the
+// file's: it used to be accepted whatever its Content-Range (review).
+TEST_F(S3FakeTest, APartialReplyOfAnotherRangeIsAnError) {
+  auto s = Make();
+  server_.Script({206, "0123", {{"Content-Range", "bytes 0-3/10"}}});  // asked for 3-6
+  auto r = s->Get("k", 3, 4);
+  EXPECT_FALSE(r.ok()) << "bytes of another range returned: " << (r.ok() ? *r : "");
+  EXPECT_EQ(r.status().code(), EIO);
+  server_.Script({206, "3456"});  // no Content-Range
+  EXPECT_FALSE(s->Get("k", 3, 4).ok());
+  server_.Script({206, "34", {{"Content-Range", "bytes 3-4/10"}}});  // short, not at the end
+  EXPECT_FALSE(s->Get("k", 3, 4).ok());
+  server_.Script({206, "3456", {{"Content-Range", "bytes 3-6/10"}}});  // a body of another length than it says
+  server_.Script({206, "345", {{"Content-Range", "bytes 3-6/10"}}});
+  EXPECT_EQ(*s->Get("k", 3, 4), "3456");
+  EXPECT_FALSE(s->Get("k", 3, 4).ok());
+  server_.Script({206, "89", {{"Content-Range", "bytes 8-9/10"}}});  // short where the object ends
+  EXPECT_EQ(*s->Get("k", 8, 5), "89");
+  server_.Script({206, "89", {{"Content-Range", "bytes 8-9/*"}}});
+  EXPECT_EQ(*s->Get("k", 8, 2), "89");
 }
 
 TEST_F(S3FakeTest, KeepAliveReusesOneConnection) {
@@ -411,6 +434,15 @@ TEST_F(S3FakeTest, ListLimits) {
   server_.Script({200, "<ListBucketResult><IsTruncated>false</IsTruncated></ListBucketResult>"});
   ASSERT_TRUE(s->List("", "", 5000, &out, &more).ok());
   EXPECT_FALSE(more);
+  // A server that ignores max-keys: the keys past the limit come with the
+  // next call, so there is more (it used to say there was not, and callers
+  // such as gc stopped short: review).
+  server_.Script({200, "<ListBucketResult><IsTruncated>false</IsTruncated><Contents><Key>a</Key></Contents>"
+                       "<Contents><Key>b</Key></Contents><Contents><Key>c</Key></Contents></ListBucketResult>"});
+  ASSERT_TRUE(s->List("", "", 2, &out, &more).ok());
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[1].key, "b");
+  EXPECT_TRUE(more);
   auto reqs = server_.requests();
   EXPECT_EQ(reqs[0].target, "/bkt?list-type=2&max-keys=1");
   EXPECT_EQ(reqs[2].target, "/bkt?list-type=2&max-keys=1000");
