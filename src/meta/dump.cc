@@ -25,6 +25,9 @@ namespace {
 
 constexpr size_t kPage = 1024;           // entries per directory page and per line
 constexpr size_t kChunksPerLine = 1024;  // more chunks continue on "c" lines
+// How far past a dump's slice counter a load starts handing out ids: more
+// than any volume could use between a dump and its load (2^40).
+constexpr int64_t kLoadSliceGap = int64_t(1) << 40;
 constexpr const char* kCounters[] = {keys::kNextInode, keys::kNextSlice, keys::kNextSession, keys::kUsedSpace,
                                      keys::kTotalInodes};
 
@@ -381,7 +384,11 @@ class Loader {
     RETURN_IF_ERROR(FlushPending());
     RETURN_IF_ERROR(Flush());
     counters_[keys::kNextInode] = std::max<int64_t>(counters_[keys::kNextInode], int64_t(max_ino_));
-    counters_[keys::kNextSlice] = std::max<int64_t>(counters_[keys::kNextSlice], int64_t(max_slice_));
+    // Slice ids start far past the dump's: the source may have handed out
+    // more since it was taken (a backup restored after the volume went on,
+    // a --subdir copy beside its source), and objects, cached blocks and
+    // staged blocks are named by them: none may be named twice.
+    counters_[keys::kNextSlice] = std::max<int64_t>(counters_[keys::kNextSlice], int64_t(max_slice_)) + kLoadSliceGap;
     counters_[keys::kUsedSpace] = int64_t(used_space_);
     counters_[keys::kTotalInodes] = int64_t(stats_->inodes);
     if (!waiting_.empty())

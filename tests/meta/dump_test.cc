@@ -19,6 +19,7 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "../kv/pg_test_util.h"
 #include "meta/dump.h"
@@ -173,6 +174,22 @@ class DumpTest : public ::testing::TestWithParam<std::string> {
   std::unique_ptr<Meta> src_;
 };
 
+// The dump of a volume loaded from `source` is `source` line for line, but
+// for the slice counter, which a load moves 2^40 on: ids the source handed
+// out after its dump are never handed out again (review: a restored backup
+// reused them while cached and staged blocks were still named by them).
+void ExpectLoadedDump(const std::vector<std::string>& loaded, const std::vector<std::string>& source) {
+  ASSERT_EQ(loaded.size(), source.size());
+  ASSERT_FALSE(source.empty());
+  auto head = nlohmann::json::parse(source[0]), loaded_head = nlohmann::json::parse(loaded[0]);
+  EXPECT_EQ(loaded_head["counters"]["nextSlice"].get<int64_t>(),
+            head["counters"]["nextSlice"].get<int64_t>() + (int64_t(1) << 40));
+  head["counters"].erase("nextSlice");
+  loaded_head["counters"].erase("nextSlice");
+  EXPECT_TRUE(loaded_head == head) << loaded[0];
+  for (size_t i = 1; i < source.size(); ++i) ASSERT_EQ(loaded[i], source[i]) << "line " << i + 1;
+}
+
 TEST_P(DumpTest, RoundTripGivesTheSameDumpAndTree) {
   ASSERT_NO_FATAL_FAILURE(BuildTree());
   std::vector<std::string> first;
@@ -196,8 +213,7 @@ TEST_P(DumpTest, RoundTripGivesTheSameDumpAndTree) {
     ASSERT_OK(LoadLines(dst.get(), first));
     std::vector<std::string> again;
     ASSERT_OK(DumpLines(dst.get(), &again));
-    ASSERT_EQ(again.size(), first.size());
-    for (size_t i = 0; i < first.size(); ++i) ASSERT_EQ(again[i], first[i]) << "line " << i + 1;
+    ASSERT_NO_FATAL_FAILURE(ExpectLoadedDump(again, first));
 
     // The loaded volume answers like the original.
     auto format = dst->Load();
@@ -336,7 +352,7 @@ TEST_P(DumpTest, BadDumpsLeaveTheEngineEmpty) {
   EXPECT_EQ(st.code(), EEXIST) << st.ToString();
   std::vector<std::string> again;
   ASSERT_OK(DumpLines(dst.get(), &again));
-  EXPECT_EQ(again, good);
+  ASSERT_NO_FATAL_FAILURE(ExpectLoadedDump(again, good));
 }
 
 // fsck --repair: damage made through the raw writer is found by Check and
