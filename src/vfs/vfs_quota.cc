@@ -150,7 +150,15 @@ Status Vfs::RenameWithQuotas(const Context& ctx, Ino parent, const std::string& 
   Ino ino = 0, dst = 0;
   Attr a, b;
   RETURN_IF_ERROR(meta_->Lookup(ctx, parent, name, &ino, &a));
-  const bool has_dst = meta_->Lookup(ctx, new_parent, new_name, &dst, &b).ok() && dst != ino;
+  const bool dst_found = meta_->Lookup(ctx, new_parent, new_name, &dst, &b).ok();
+  if (dst_found && dst == ino) {  // two names of one inode: rename(2) changes nothing, nor may the quotas
+    Ino moved = 0;
+    Attr attr;
+    DirCache::Names names = RenamedNames(parent, name, new_parent, new_name, flags);
+    return DirChange(ctx, parent, new_parent, &names,
+                     [&] { return meta_->Rename(ctx, parent, name, new_parent, new_name, flags, &moved, &attr); });
+  }
+  const bool has_dst = dst_found;
   if (has_dst && (flags & meta::kRenameNoReplace)) return Status::Err(EEXIST);
   const bool exchange = (flags & meta::kRenameExchange) != 0;
   std::vector<Ino> qa, qb;

@@ -251,6 +251,34 @@ TEST_F(QuotaTest, UsageDoesNotDriftThroughAttributeChangesAndUnlinkedFiles) {
   }
 }
 
+// A rename from one name of a file to another name of the same file does
+// nothing (rename(2)); the quotas used to move its usage from the source's
+// tree to the destination's each time (review).
+TEST_F(QuotaTest, ARenameBetweenTwoNamesOfOneFileChargesNothing) {
+  const Ino qa = Mkdir(a_, kRootIno, "qa"), qb = Mkdir(a_, kRootIno, "qb");
+  SetQuota({QuotaKind::kDir, qa}, 1 << 30, 1000);
+  SetQuota({QuotaKind::kDir, qb}, 1 << 30, 1000);
+  ASSERT_OK(WriteFile(a_, qa, "f", 0, 10000));
+  Ino f = 0;
+  Attr attr;
+  ASSERT_OK(a_.vfs->Lookup(Context::Root(), qa, "f", &f, &attr));
+  ASSERT_OK(a_.vfs->Link(Context::Root(), f, qb, "g", &attr));
+  SyncBoth();
+  std::vector<std::pair<QuotaKey, Quota>> before;
+  ASSERT_OK(a_.meta->ListQuotas(&before));
+  for (int i = 0; i < 3; ++i) ASSERT_OK(a_.vfs->Rename(Context::Root(), qa, "f", qb, "g", 0));
+  ASSERT_OK(a_.vfs->Lookup(Context::Root(), qa, "f", &f, &attr));  // both names stay
+  SyncBoth();
+  std::vector<std::pair<QuotaKey, Quota>> after;
+  ASSERT_OK(a_.meta->ListQuotas(&after));
+  std::map<QuotaKey, Quota> b(before.begin(), before.end()), a(after.begin(), after.end());
+  for (const Ino q : {qa, qb}) {
+    const QuotaKey k{QuotaKind::kDir, q};
+    EXPECT_EQ(a[k].used_space, b[k].used_space) << "quota of inode " << q;
+    EXPECT_EQ(a[k].used_inodes, b[k].used_inodes) << "quota of inode " << q;
+  }
+}
+
 // The parents of directories a client learnt stay cached while the engine
 // reports other clients' changes (no engine read per directory after each
 // cache drop; mdtest's tree removal paid one per directory), and a report
