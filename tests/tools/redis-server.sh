@@ -27,13 +27,37 @@ launch() {
   redis-server --port "$port" --bind 127.0.0.1 --unixsocket "$dir/redis.sock" --unixsocketperm 700 \
     --dir "$dir" --appendonly yes --appendfsync "$fsync" --save "" --daemonize yes \
     --pidfile "$dir/redis.pid" --logfile "$dir/redis.log" >/dev/null
+  # Ours answers on its own socket, and the port answers with the same
+  # process: free_port's port may have been taken meanwhile by a server of
+  # another test started at the same moment (ours then fails to bind, and a
+  # ping on the port would reach theirs).
+  local ours theirs
   for _ in $(seq 1 100); do
-    if redis-cli -p "$port" ping 2>/dev/null | grep -q PONG; then return 0; fi
+    ours=$(server_pid -s "$dir/redis.sock")
+    if [ -n "$ours" ]; then
+      theirs=$(server_pid -p "$port")
+      [ "$ours" = "$theirs" ] && return 0
+    fi
+    if ! pid_alive; then break; fi
     sleep 0.05
   done
-  echo "redis-server.sh: redis-server did not answer on port $port; log:" >&2
-  tail -20 "$dir/redis.log" >&2 || true
+  echo "redis-server.sh: redis-server did not answer on port $port (${theirs:+a server of pid $theirs has it; }log:)" >&2
+  tail -5 "$dir/redis.log" >&2 || true
+  halt TERM
   return 1
+}
+
+# The process id of the server answering at redis-cli's address arguments.
+server_pid() {
+  redis-cli "$@" info server 2>/dev/null | tr -d '\r' | sed -n 's/^process_id://p'
+}
+
+# Has the daemonized server not exited (yet)? Until it has written its pid
+# file, it is taken as alive unless its log says it gave up.
+pid_alive() {
+  ! grep -q 'aborting' "$dir/redis.log" 2>/dev/null || return 1
+  [ -f "$dir/redis.pid" ] || return 0
+  kill -0 "$(cat "$dir/redis.pid" 2>/dev/null)" 2>/dev/null
 }
 
 halt() {  # signal
@@ -53,8 +77,12 @@ case "$cmd" in
       always|everysec|no) echo "${TESSERA_REDIS_APPENDFSYNC:-everysec}" >"$dir/appendfsync" ;;
       *) echo "redis-server.sh: TESSERA_REDIS_APPENDFSYNC must be always, everysec or no" >&2; exit 2 ;;
     esac
-    free_port >"$dir/port"
-    launch
+    # A port taken by another server meanwhile: another free port.
+    for attempt in 1 2 3 4 5; do
+      free_port >"$dir/port"
+      if launch; then break; fi
+      [ "$attempt" -lt 5 ] || exit 1
+    done
     port=$(cat "$dir/port")
     cat >"$dir/env" <<ENV
 export TESSERA_TEST_REDIS_URL=redis://127.0.0.1:$port/0
