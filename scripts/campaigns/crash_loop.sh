@@ -77,7 +77,7 @@ verify() {
   summary=$(grep '^crash_workload verify:' "$out" || true)
   if [ "$rc" -ne 0 ] || [ -z "$summary" ]; then
     problem "verify ($1) failed (exit $rc): $(grep -c '^PROBLEM' "$out" || true) problem line(s), see $out"
-    grep '^PROBLEM' "$out" | head -20 >&2 || tail -5 "$out" >&2
+    grep -E '^(PROBLEM|history of)' "$out" | head -20 >&2 || tail -5 "$out" >&2
     return 1
   fi
   BYTES=$((BYTES + $(sed -n 's/.*bytes_verified=\([0-9]*\).*/\1/p' <<<"$summary")))

@@ -167,7 +167,7 @@ verify() {
   summary=$(grep '^crash_workload verify:' "$out" || true)
   if [ "$rc" -ne 0 ] || [ -z "$summary" ]; then
     problem "verify ($1) failed (exit $rc), see $out"
-    grep '^PROBLEM' "$out" | head -20 >&2 || tail -5 "$out" >&2
+    grep -E '^(PROBLEM|history of)' "$out" | head -20 >&2 || tail -5 "$out" >&2
     return 1
   fi
   log "verify ($1): ${summary#crash_workload verify: }"

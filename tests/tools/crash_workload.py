@@ -174,6 +174,19 @@ class Journal:
                 raise SystemExit("crash_workload: %s:%d: unknown record %r" % (self.path, n, k))
         return model, pending, facts
 
+    def history(self, path, n=8):
+        """The last n operations whose intent names path (for reports)."""
+        out = []
+        with open(self.path, "rb") as f:
+            for line in f:
+                try:
+                    rec = json.loads(line)
+                except ValueError:
+                    continue
+                if rec["k"] == "intent" and (path in rec["args"] or any(path in oc for oc in rec["outcomes"])):
+                    out.append("op %d %s %s" % (rec["seq"], rec["op"], json.dumps(rec["args"])))
+        return out[-n:]
+
     def append(self, rec):
         if self.fd is None:
             self.fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -508,11 +521,14 @@ class Workload:
             off = len(old) + self.rng.randint(0, 200 << 10)  # past the end: a hole
         else:
             off = self.rng.randint(0, len(old))
-        data = old[:off] + bytes(max(0, off - len(old))) + patch + old[off + len(patch):]
+        # A write of no bytes changes nothing, past the end included (no
+        # hole: the length stays).
+        data = old[:off] + bytes(max(0, off - len(old))) + patch + old[off + len(patch):] if patch else old
         new = fstate(data)
 
         def act():
-            with_fd(self.path(p), os.O_WRONLY, lambda fd: (write_all(fd, patch, off), os.fsync(fd)))
+            with_fd(self.path(p), os.O_WRONLY, lambda fd: (os.pwrite(fd, patch, off) if not patch else write_all(fd, patch, off),
+                                                           os.fsync(fd)))
         return Op("overwrite-fsync", [p, off, len(patch)], [{p: new}], {p: new}, act, [data])
 
     def op_truncate(self, seq):
@@ -750,6 +766,11 @@ def cmd_verify(args):
         return EXIT_MOUNT_GONE
     for p in problems:
         print("PROBLEM: " + p)
+    # What the journal did last to each path named in a problem.
+    for path in sorted({p.split(":", 1)[0] for p in problems if ":" in p and not p.startswith("in-flight")}):
+        past = journal.history(path)
+        if past:
+            print("history of %s: %s" % (path, "; ".join(past)))
     print("crash_workload verify: paths=%d files=%d dirs=%d bytes_verified=%d acked_ops=%d observed=%d "
           "inflight=%s problems=%d" % (report["paths"], report["files"], report["dirs"], report["bytes"],
                                        facts["acked"], facts["observed"], report["inflight"].replace(" ", "_"),
