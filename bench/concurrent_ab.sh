@@ -14,7 +14,11 @@
 # With --quotas the AFTER side has a directory quota on / and a user quota
 # on uid 0 (every operation charged to both).
 #
-# usage: bench/concurrent_ab.sh BEFORE AFTER [--rounds 4] [--engines "sqlite redis"] [--quotas]
+# --shape "ARGS" sets the measured mdbench's shape (default -b 6 -z 4 -I 8;
+# -z 5 makes the tree phases 9,331 directories instead of 1,555, long
+# enough to measure).
+#
+# usage: bench/concurrent_ab.sh BEFORE AFTER [--rounds 4] [--engines "sqlite redis"] [--quotas] [--shape "ARGS"]
 set -euo pipefail
 BENCH=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(dirname "$BENCH")
@@ -26,12 +30,13 @@ while [ $# -gt 0 ]; do
     --rounds) ROUNDS=$2; shift 2 ;;
     --engines) ENGINES=$2; shift 2 ;;
     --quotas) QUOTAS=1; shift ;;
+    --shape) SHAPE=$2; shift 2 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
 if [[ " $ENGINES " == *" redis "* ]] && [ -z "${TESSERA_TEST_REDIS_URL:-}" ]; then
   exec bash "$REPO/tests/tools/with-redis.sh" bash "$0" "$BEFORE" "$AFTER" --rounds "$ROUNDS" --engines "$ENGINES" \
-    $([ "$QUOTAS" = 1 ] && echo --quotas)
+    --shape "$SHAPE" $([ "$QUOTAS" = 1 ] && echo --quotas)
 fi
 WORK=$(mktemp -d /var/tmp/tessera-cab.XXXXXX)
 cleanup() {
