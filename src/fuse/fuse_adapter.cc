@@ -541,7 +541,13 @@ void DoReaddir(fuse_req_t req, size_t size, off_t off, fuse_file_info* fi, bool 
   for (uint64_t i = std::max<uint64_t>(uint64_t(off), base); i - base < entries->size(); ++i) {
     const meta::Entry& e = (*entries)[i - base];
     size_t n;
-    if (plus) {
+    if (plus && e.gone) {  // listed without attributes: node id 0 makes the kernel look it up if needed
+      fuse_entry_param p;
+      std::memset(&p, 0, sizeof(p));
+      p.attr.st_ino = e.ino;
+      p.attr.st_mode = e.attr.mode & S_IFMT;
+      n = fuse_add_direntry_plus(req, buf.get() + used, size - used, e.name.c_str(), &p, off_t(i + 1));
+    } else if (plus) {
       fuse_entry_param p = MakeEntry(req, e.ino, e.attr, dir);
       n = fuse_add_direntry_plus(req, buf.get() + used, size - used, e.name.c_str(), &p, off_t(i + 1));
     } else {
@@ -553,7 +559,7 @@ void DoReaddir(fuse_req_t req, size_t size, off_t off, fuse_file_info* fi, bool 
     }
     if (n > size - used) break;
     used += n;
-    if (plus && i >= 2) {  // the kernel counts all but "." and ".."
+    if (plus && i >= 2 && !e.gone) {  // the kernel counts all but "." and "..", and those without a node id
       counted.push_back(e.ino);
       co.Noted(dir, e.name, e.ino);
     }

@@ -103,6 +103,10 @@ struct Entry {
   std::string name;
   Ino ino = 0;
   Attr attr;  // filled completely when asked for attributes (readdirplus)
+  // Set by the VFS on an entry of a listing window that was removed before
+  // its attributes were asked for: it keeps its place (the offsets of the
+  // entries after it must not move) and is listed without attributes.
+  bool gone = false;
 };
 
 // SetAttr mask bits.

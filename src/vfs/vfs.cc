@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <string_view>
+#include <unordered_map>
 
 #include "common/log.h"
 #include "vfs/meta_backup.h"
@@ -733,13 +735,49 @@ Status Vfs::FetchDirWindow(const Context& ctx, Handle* fh, const std::string& fr
   return Status::OK();
 }
 
+Status Vfs::AddWindowAttrs(const Context& ctx, Handle* fh) {
+  // The kernel switches between READDIR and READDIRPLUS within one listing.
+  // Reading the window again from its first name would give other entries
+  // at the same offsets once some were removed (rm -rf removes what it read
+  // before it reads on: entries after the window's end were skipped). So
+  // the window keeps its entries: those still there get their attributes
+  // from one page read from the same name, those removed meanwhile are
+  // listed without attributes, and names added meanwhile are not listed
+  // (readdir(3) may or may not show entries added after opendir).
+  const uint64_t epoch = data_->CommitEpoch();
+  std::vector<meta::Entry> page;
+  bool more = false;
+  RETURN_IF_ERROR(meta_->ReaddirPage(ctx, fh->ino, true, fh->dir_from, config_.readdir_page, &page, &more));
+  std::unordered_map<std::string_view, meta::Entry*> now;
+  now.reserve(page.size());
+  for (auto& e : page) now.emplace(e.name, &e);
+  for (auto& e : fh->entries) {
+    if (e.name == "." || e.name == "..") {
+      const Ino ino = e.ino;
+      if (!meta_->GetAttr(ctx, ino, &e.attr).ok()) e.gone = true;
+      continue;
+    }
+    auto it = now.find(e.name);
+    if (it == now.end()) {
+      e.gone = true;  // removed, or past a page that new names filled: the kernel looks it up if it needs it
+      continue;
+    }
+    e.ino = it->second->ino;
+    e.attr = it->second->attr;
+    RETURN_IF_ERROR(MergePending(ctx, epoch, e.ino, &e.attr));
+  }
+  fh->dir_epoch = epoch;
+  fh->dir_plus = true;
+  return Status::OK();
+}
+
 Status Vfs::ReadDir(const Context& ctx, Handle* fh, uint64_t offset, bool plus, const std::vector<meta::Entry>** out,
                     uint64_t* base) {
   std::lock_guard<std::mutex> g(fh->dir_mu);
   if (offset == 0 || !fh->listed || offset < fh->dir_base) {
     RETURN_IF_ERROR(FetchDirWindow(ctx, fh, "", 0, plus));
   } else if (plus && !fh->dir_plus) {  // the same window, now with attributes
-    RETURN_IF_ERROR(FetchDirWindow(ctx, fh, fh->dir_from, fh->dir_base, plus));
+    RETURN_IF_ERROR(AddWindowAttrs(ctx, fh));
   }
   while (offset >= fh->dir_base + fh->entries.size() && fh->dir_more) {
     if (fh->entries.empty()) break;  // cannot happen: a window with more is never empty
@@ -749,7 +787,8 @@ Status Vfs::ReadDir(const Context& ctx, Handle* fh, uint64_t offset, bool plus, 
   // A window read a while ago: attributes of files this client committed
   // since are read again (the kernel would take their older lengths).
   if (const uint64_t now = data_->CommitEpoch(); plus && now != fh->dir_epoch) {
-    for (auto& e : fh->entries) RETURN_IF_ERROR(MergePending(ctx, fh->dir_epoch, e.ino, &e.attr));
+    for (auto& e : fh->entries)
+      if (!e.gone) RETURN_IF_ERROR(MergePending(ctx, fh->dir_epoch, e.ino, &e.attr));
     fh->dir_epoch = now;
   }
   *out = &fh->entries;

@@ -268,6 +268,9 @@ class Vfs {
   // Loads the window of fh's listing that follows name `from` ("" = the
   // first window, with "." and ".."), at offset `base`.
   Status FetchDirWindow(const Context& ctx, Handle* fh, const std::string& from, uint64_t base, bool plus);
+  // Adds attributes to the entries of fh's window (read without them),
+  // keeping the window's entries and their offsets.
+  Status AddWindowAttrs(const Context& ctx, Handle* fh);
   // Directory statistics, stalled streams' commits, deletions of released
   // slices' objects.
   void BackgroundLoop();
