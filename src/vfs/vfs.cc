@@ -725,7 +725,7 @@ Status Vfs::FetchDirWindow(const Context& ctx, Handle* fh, const std::string& fr
   }
   for (auto& e : page) fh->entries.push_back(std::move(e));
   if (plus)
-    for (auto& e : fh->entries) RETURN_IF_ERROR(MergePending(ctx, epoch, e.ino, &e.attr));
+    for (auto& e : fh->entries) RETURN_IF_ERROR(MergeListed(ctx, epoch, &e));
   fh->dir_epoch = epoch;
   fh->dir_base = base;
   fh->dir_from = from;
@@ -735,36 +735,57 @@ Status Vfs::FetchDirWindow(const Context& ctx, Handle* fh, const std::string& fr
   return Status::OK();
 }
 
+Status Vfs::MergeListed(const Context& ctx, uint64_t epoch, meta::Entry* e) {
+  if (e->gone) return Status::OK();
+  Status st = MergePending(ctx, epoch, e->ino, &e->attr);
+  if (st.code() != ESTALE && st.code() != ENOENT) return st;
+  e->gone = true;  // removed since it was listed: listed on without attributes
+  return Status::OK();
+}
+
 Status Vfs::AddWindowAttrs(const Context& ctx, Handle* fh) {
   // The kernel switches between READDIR and READDIRPLUS within one listing.
   // Reading the window again from its first name would give other entries
   // at the same offsets once some were removed (rm -rf removes what it read
   // before it reads on: entries after the window's end were skipped). So
   // the window keeps its entries: those still there get their attributes
-  // from one page read from the same name, those removed meanwhile are
-  // listed without attributes, and names added meanwhile are not listed
-  // (readdir(3) may or may not show entries added after opendir).
+  // from pages read from the same name, those removed meanwhile are listed
+  // without attributes, and names added meanwhile are not listed (readdir(3)
+  // may or may not show entries added after opendir).
   const uint64_t epoch = data_->CommitEpoch();
+  std::unordered_map<std::string_view, meta::Entry*> want;
+  for (auto& e : fh->entries)
+    if (e.name != "." && e.name != "..") want.emplace(e.name, &e);
+  // Names added inside the window push its later names to further pages: a
+  // few more are read for them; what is still not found is listed without
+  // attributes (the kernel looks it up if it needs it).
+  constexpr int kMaxPages = 4;
   std::vector<meta::Entry> page;
-  bool more = false;
-  RETURN_IF_ERROR(meta_->ReaddirPage(ctx, fh->ino, true, fh->dir_from, config_.readdir_page, &page, &more));
-  std::unordered_map<std::string_view, meta::Entry*> now;
-  now.reserve(page.size());
-  for (auto& e : page) now.emplace(e.name, &e);
+  bool more = true;
+  std::string from = fh->dir_from;
+  size_t found = 0;
+  for (int pages = 0; pages < kMaxPages && more && found < want.size(); ++pages) {
+    RETURN_IF_ERROR(meta_->ReaddirPage(ctx, fh->ino, true, from, config_.readdir_page, &page, &more));
+    for (auto& p : page) {
+      auto it = want.find(p.name);
+      if (it == want.end()) continue;
+      it->second->ino = p.ino;  // the name may name another inode now (a rename over it)
+      it->second->attr = p.attr;
+      want.erase(it);
+      ++found;
+    }
+    if (page.empty()) break;
+    from = page.back().name;
+  }
+  for (auto& [name, e] : want) e->gone = true;  // removed, or not found in the pages read
   for (auto& e : fh->entries) {
     if (e.name == "." || e.name == "..") {
-      const Ino ino = e.ino;
-      if (!meta_->GetAttr(ctx, ino, &e.attr).ok()) e.gone = true;
+      Attr a;
+      if (meta_->GetAttr(ctx, e.ino, &a).ok()) e.attr = a;
+      else e.gone = true;
       continue;
     }
-    auto it = now.find(e.name);
-    if (it == now.end()) {
-      e.gone = true;  // removed, or past a page that new names filled: the kernel looks it up if it needs it
-      continue;
-    }
-    e.ino = it->second->ino;
-    e.attr = it->second->attr;
-    RETURN_IF_ERROR(MergePending(ctx, epoch, e.ino, &e.attr));
+    RETURN_IF_ERROR(MergeListed(ctx, epoch, &e));
   }
   fh->dir_epoch = epoch;
   fh->dir_plus = true;
@@ -776,8 +797,8 @@ Status Vfs::ReadDir(const Context& ctx, Handle* fh, uint64_t offset, bool plus, 
   std::lock_guard<std::mutex> g(fh->dir_mu);
   if (offset == 0 || !fh->listed || offset < fh->dir_base) {
     RETURN_IF_ERROR(FetchDirWindow(ctx, fh, "", 0, plus));
-  } else if (plus && !fh->dir_plus) {  // the same window, now with attributes
-    RETURN_IF_ERROR(AddWindowAttrs(ctx, fh));
+  } else if (plus && !fh->dir_plus && offset < fh->dir_base + fh->entries.size()) {
+    RETURN_IF_ERROR(AddWindowAttrs(ctx, fh));  // the same window, now with attributes
   }
   while (offset >= fh->dir_base + fh->entries.size() && fh->dir_more) {
     if (fh->entries.empty()) break;  // cannot happen: a window with more is never empty
@@ -787,8 +808,7 @@ Status Vfs::ReadDir(const Context& ctx, Handle* fh, uint64_t offset, bool plus, 
   // A window read a while ago: attributes of files this client committed
   // since are read again (the kernel would take their older lengths).
   if (const uint64_t now = data_->CommitEpoch(); plus && now != fh->dir_epoch) {
-    for (auto& e : fh->entries)
-      if (!e.gone) RETURN_IF_ERROR(MergePending(ctx, fh->dir_epoch, e.ino, &e.attr));
+    for (auto& e : fh->entries) RETURN_IF_ERROR(MergeListed(ctx, fh->dir_epoch, &e));
     fh->dir_epoch = now;
   }
   *out = &fh->entries;

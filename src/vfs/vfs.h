@@ -271,6 +271,8 @@ class Vfs {
   // Adds attributes to the entries of fh's window (read without them),
   // keeping the window's entries and their offsets.
   Status AddWindowAttrs(const Context& ctx, Handle* fh);
+  // MergePending for a listed entry; one removed since is marked gone.
+  Status MergeListed(const Context& ctx, uint64_t epoch, meta::Entry* e);
   // Directory statistics, stalled streams' commits, deletions of released
   // slices' objects.
   void BackgroundLoop();

@@ -22,42 +22,52 @@ free_port() {
 }
 
 launch() {
-  local port; port=$(cat "$dir/port")
-  local fsync; fsync=$(cat "$dir/appendfsync" 2>/dev/null || echo everysec)
+  local port fsync seen
+  port=$(cat "$dir/port")
+  fsync=$(cat "$dir/appendfsync" 2>/dev/null || echo everysec)
+  rm -f "$dir/redis.pid"
+  seen=0  # the log of earlier tries stays
+  [ ! -f "$dir/redis.log" ] || seen=$(wc -l <"$dir/redis.log")
   redis-server --port "$port" --bind 127.0.0.1 --unixsocket "$dir/redis.sock" --unixsocketperm 700 \
     --dir "$dir" --appendonly yes --appendfsync "$fsync" --save "" --daemonize yes \
     --pidfile "$dir/redis.pid" --logfile "$dir/redis.log" >/dev/null
   # Ours answers on its own socket, and the port answers with the same
   # process: free_port's port may have been taken meanwhile by a server of
   # another test started at the same moment (ours then fails to bind, and a
-  # ping on the port would reach theirs).
-  local ours theirs
-  for _ in $(seq 1 100); do
+  # ping on the port would reach theirs). Then it must have loaded its data
+  # (INFO is answered while it loads, PING is not).
+  local ours="" theirs=""
+  for _ in $(seq 1 200); do
     ours=$(server_pid -s "$dir/redis.sock")
     if [ -n "$ours" ]; then
       theirs=$(server_pid -p "$port")
-      [ "$ours" = "$theirs" ] && return 0
+      if [ "$ours" = "$theirs" ] && [ "$(redis-cli -s "$dir/redis.sock" ping 2>/dev/null || true)" = PONG ]; then
+        return 0
+      fi
     fi
-    if ! pid_alive; then break; fi
+    gave_up "$seen" && break
     sleep 0.05
   done
   echo "redis-server.sh: redis-server did not answer on port $port (${theirs:+a server of pid $theirs has it; }log:)" >&2
   tail -5 "$dir/redis.log" >&2 || true
+  # Whatever of ours runs goes (by its socket: its pid file may not be written yet).
+  redis-cli -s "$dir/redis.sock" shutdown nosave >/dev/null 2>&1 || true
   halt TERM
   return 1
 }
 
-# The process id of the server answering at redis-cli's address arguments.
+# The process id of the server answering at redis-cli's address arguments
+# (nothing if none answers).
 server_pid() {
-  redis-cli "$@" info server 2>/dev/null | tr -d '\r' | sed -n 's/^process_id://p'
+  { redis-cli "$@" info server 2>/dev/null || true; } | tr -d '\r' | sed -n 's/^process_id://p'
 }
 
-# Has the daemonized server not exited (yet)? Until it has written its pid
-# file, it is taken as alive unless its log says it gave up.
-pid_alive() {
-  ! grep -q 'aborting' "$dir/redis.log" 2>/dev/null || return 1
-  [ -f "$dir/redis.pid" ] || return 0
-  kill -0 "$(cat "$dir/redis.pid" 2>/dev/null)" 2>/dev/null
+# Did the server started after log line $1 give up (its log says so, or its
+# pid file names a process that is gone)?
+gave_up() {
+  awk -v n="$1" 'NR > n && /aborting/ { found = 1 } END { exit !found }' "$dir/redis.log" 2>/dev/null && return 0
+  [ -f "$dir/redis.pid" ] || return 1
+  ! kill -0 "$(cat "$dir/redis.pid" 2>/dev/null)" 2>/dev/null
 }
 
 halt() {  # signal

@@ -641,6 +641,42 @@ TEST_F(VfsTest, ReadDirOffsetsHoldWhileEntriesGoAndTheKernelSwitchesToPlus) {
   ASSERT_OK(vfs_->Rmdir(ctx_, kRootIno, "d"));  // ENOTEMPTY: entries were never listed
 }
 
+// Entries of a window removed before the switch to READDIRPLUS keep their
+// offsets and are listed without attributes; the others get theirs.
+TEST_F(VfsTest, ReadDirPlusListsEntriesRemovedSinceTheWindowWithoutAttributes) {
+  Ino dir = 0;
+  Attr attr;
+  ASSERT_OK(vfs_->Mkdir(ctx_, kRootIno, "d", 0755, 022, &dir, &attr));
+  for (const char* name : {"a", "b", "c", "d"}) {
+    Ino ino = 0;
+    Handle* fh = Create(name, &ino, dir);
+    ASSERT_NE(fh, nullptr);
+    Release(fh);
+  }
+  Handle* dh = nullptr;
+  ASSERT_OK(vfs_->OpenDir(ctx_, dir, O_RDONLY, &dh));
+  const std::vector<meta::Entry>* entries = nullptr;
+  uint64_t base = 0;
+  ASSERT_OK(vfs_->ReadDir(ctx_, dh, 0, /*plus=*/false, &entries, &base));
+  ASSERT_EQ(entries->size(), 6u);
+  ASSERT_OK(vfs_->Unlink(ctx_, dir, "b"));
+  ASSERT_OK(vfs_->Unlink(ctx_, dir, "c"));
+  ASSERT_OK(vfs_->ReadDir(ctx_, dh, 2, /*plus=*/true, &entries, &base));
+  ASSERT_EQ(base, 0u);
+  ASSERT_EQ(entries->size(), 6u);
+  const std::vector<std::string> names = {".", "..", "a", "b", "c", "d"};
+  for (size_t i = 0; i < names.size(); ++i) {
+    const meta::Entry& e = (*entries)[i];
+    EXPECT_EQ(e.name, names[i]) << "offset " << i;
+    const bool removed = e.name == "b" || e.name == "c";
+    EXPECT_EQ(e.gone, removed) << e.name;
+    if (!removed) {
+      EXPECT_NE(e.attr.mode & S_IFMT, 0u) << e.name << " has attributes";
+    }
+  }
+  ASSERT_OK(vfs_->ReleaseDir(dh));
+}
+
 TEST_F(VfsTest, ReadDirListsDotsFirstAndPagesByOffset) {
   Ino dir = 0;
   Attr attr;
