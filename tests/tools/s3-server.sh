@@ -14,7 +14,9 @@
 # servers are private processes on free loopback ports.
 #
 # Environment:
-#   PORT                       S3 endpoint port (default: a free loopback port)
+#   PORT                       S3 endpoint port (default: a free loopback port;
+#                              a start that loses one of its picked ports to
+#                              another process is retried on others, 5 tries)
 #   S3_SERVER_START_TIMEOUT    seconds to wait for the servers (default 30)
 #
 # DIR/env holds `export` lines for TESSERA_TEST_S3_ENDPOINT, AWS_ACCESS_KEY_ID,
@@ -392,25 +394,11 @@ while pending:
 EOF
 }
 
-start() {
-  local dir=$1 name
-  for name in memcached "$PY"; do
-    command -v "$name" >/dev/null || die "$name not found; apt-get install memcached python3-swift"
-  done
-  mkdir -p "$dir"
-  dir=$(cd "$dir" && pwd)
-  if compgen -G "$dir/run/*.pid" >/dev/null; then
-    die "$dir/run has pid files: run '$0 stop $dir' first"
-  fi
-  rm -rf "${dir:?}/etc" "$dir/run" "$dir/env"   # a restart keeps DIR/srv (the data)
-  mkdir -p "$dir/etc" "$dir/srv/d1" "$dir/run"
-  # The object server keeps metadata in user xattrs (tmpfs before Linux 6.6 lacks them).
-  "$PY" -c 'import os, sys; os.setxattr(sys.argv[1], "user.s3-server-probe", b"1")' "$dir/srv/d1" 2>/dev/null ||
-    die "$dir does not support user xattrs (tmpfs?); pick a DIR on ext4/xfs"
-
-  RUN_USER=$(id -un)   # Swift drops privileges to this user: ourselves, root included
-  local ports mc_port acct_port cont_port obj_port proxy_port
-  ports=$(pick_ports)
+# One try at starting every server on newly picked ports; sets proxy_port
+# (the caller's local).
+try_start() {
+  local dir=$1 ports mc_port acct_port cont_port obj_port
+  ports=$(pick_ports) || return 1
   read -r mc_port acct_port cont_port obj_port proxy_port <<<"$ports"
 
   cat >"$dir/etc/swift.conf" <<EOF
@@ -431,24 +419,50 @@ EOF
   local mc_user=()
   [[ $(id -u) != 0 ]] || mc_user=(-u root)   # memcached refuses root without -u
   spawn "$dir" memcached memcached -l 127.0.0.1 -p "$mc_port" -U 0 -m 64 "${mc_user[@]}"
-  local ok=1
   "$PY" "$dir/etc/swift-run.py" "$dir" account="$acct_port" container="$cont_port" \
-    object="$obj_port" >>"$dir/swift-run.log" 2>&1 || ok=0
-  if ((ok)) && ! wait_ready "$dir" "${S3_SERVER_START_TIMEOUT:-30}" memcached="$mc_port" \
-      account-server="$acct_port" container-server="$cont_port" \
-      object-server="$obj_port" proxy-server="$proxy_port"; then
-    ok=0
+    object="$obj_port" >>"$dir/swift-run.log" 2>&1 || return 1
+  wait_ready "$dir" "${S3_SERVER_START_TIMEOUT:-30}" memcached="$mc_port" \
+    account-server="$acct_port" container-server="$cont_port" \
+    object-server="$obj_port" proxy-server="$proxy_port"
+}
+
+start() {
+  local dir=$1 name
+  for name in memcached "$PY"; do
+    command -v "$name" >/dev/null || die "$name not found; apt-get install memcached python3-swift"
+  done
+  mkdir -p "$dir"
+  dir=$(cd "$dir" && pwd)
+  if compgen -G "$dir/run/*.pid" >/dev/null; then
+    die "$dir/run has pid files: run '$0 stop $dir' first"
   fi
-  if ((!ok)); then
-    echo "s3-server: servers in $dir failed to start" >&2
-    for name in swift-run "${SERVERS[@]}"; do
-      [[ -s $dir/$name.log ]] || continue
-      echo "--- tail $dir/$name.log" >&2
-      tail -n 20 "$dir/$name.log" >&2
-    done
+  rm -rf "${dir:?}/etc" "$dir/run" "$dir/env"   # a restart keeps DIR/srv (the data)
+  mkdir -p "$dir/etc" "$dir/srv/d1" "$dir/run"
+  # The object server keeps metadata in user xattrs (tmpfs before Linux 6.6 lacks them).
+  "$PY" -c 'import os, sys; os.setxattr(sys.argv[1], "user.s3-server-probe", b"1")' "$dir/srv/d1" 2>/dev/null ||
+    die "$dir does not support user xattrs (tmpfs?); pick a DIR on ext4/xfs"
+
+  RUN_USER=$(id -un)   # Swift drops privileges to this user: ourselves, root included
+  # Free ports are picked, then bound by the servers: another test may take
+  # one in between. Such a try fails (a server exits or shares its port) and
+  # is retried on other ports, unless PORT was given.
+  local try tries=5 proxy_port
+  [[ -z ${PORT:-} ]] || tries=1
+  for ((try = 1; ; try++)); do
+    try_start "$dir" && break
     stop_all "$dir"
-    exit 1
-  fi
+    if ((try >= tries)); then
+      echo "s3-server: servers in $dir failed to start" >&2
+      for name in swift-run "${SERVERS[@]}"; do
+        [[ -s $dir/$name.log ]] || continue
+        echo "--- tail $dir/$name.log" >&2
+        tail -n 20 "$dir/$name.log" >&2
+      done
+      exit 1
+    fi
+    echo "s3-server: try $try failed; trying other ports" >&2
+    for name in swift-run "${SERVERS[@]}"; do rm -f "$dir/$name.log"; done
+  done
 
   cat >"$dir/env" <<EOF
 export TESSERA_TEST_S3_ENDPOINT=http://127.0.0.1:$proxy_port
