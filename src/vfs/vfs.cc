@@ -732,6 +732,9 @@ Status Vfs::FetchDirWindow(const Context& ctx, Handle* fh, const std::string& fr
   fh->dir_plus = plus;
   fh->dir_more = more;
   fh->listed = true;
+  // Later windows are read again after this one (their names may differ now).
+  while (!fh->dir_starts.empty() && fh->dir_starts.back().first >= base) fh->dir_starts.pop_back();
+  fh->dir_starts.emplace_back(base, from);
   return Status::OK();
 }
 
@@ -795,8 +798,14 @@ Status Vfs::AddWindowAttrs(const Context& ctx, Handle* fh) {
 Status Vfs::ReadDir(const Context& ctx, Handle* fh, uint64_t offset, bool plus, const std::vector<meta::Entry>** out,
                     uint64_t* base) {
   std::lock_guard<std::mutex> g(fh->dir_mu);
-  if (offset == 0 || !fh->listed || offset < fh->dir_base) {
+  if (offset == 0 || !fh->listed) {
     RETURN_IF_ERROR(FetchDirWindow(ctx, fh, "", 0, plus));
+  } else if (offset < fh->dir_base) {  // seekdir back: the window holding offset, read again
+    auto it = std::upper_bound(fh->dir_starts.begin(), fh->dir_starts.end(), offset,
+                               [](uint64_t off, const auto& start) { return off < start.first; });
+    // dir_starts begins with offset 0, so it != begin()
+    const auto [start, from] = *std::prev(it);
+    RETURN_IF_ERROR(FetchDirWindow(ctx, fh, from, start, plus));
   } else if (plus && !fh->dir_plus && offset < fh->dir_base + fh->entries.size()) {
     RETURN_IF_ERROR(AddWindowAttrs(ctx, fh));  // the same window, now with attributes
   }

@@ -105,6 +105,10 @@ struct Handle {
   bool dir_more = false;             // guarded by dir_mu: entries follow the window
   uint64_t dir_epoch = 0;            // guarded by dir_mu: commit epoch before the window was read
   bool listed = false;               // guarded by dir_mu
+  // Where each window of the listing began, (offset, name it followed), by
+  // offset: a seek back into an earlier window reads again from that name,
+  // so removals before it move no offset there.
+  std::vector<std::pair<uint64_t, std::string>> dir_starts;  // guarded by dir_mu
   // Files: the lock owners that took POSIX locks through this handle (an
   // open file description's own owner for OFD locks); their locks go at
   // Release. Guarded by dir_mu.

@@ -8,8 +8,11 @@
 //   - fallocate of more than the free space is ENOSPC;
 //   - SEEK_DATA from deep inside a huge hole finds the data at its end;
 //   - a buffered read after O_DIRECT writes (synchronous and kernel AIO)
-//     sees the new data.
+//     sees the new data;
+//   - seekdir back to a telldir position after entries before it were
+//     removed returns the same entry (the client lists pages of 1024 names).
 // See posix_util.h for the conventions; run with TESSERA_TEST_DIR=<dir>.
+#include <dirent.h>
 #include <linux/aio_abi.h>
 #include <linux/falloc.h>
 #include <sys/statvfs.h>
@@ -18,6 +21,8 @@
 #include <cstdlib>
 #include <csignal>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "posix_util.h"
 
@@ -29,6 +34,7 @@ class Locks : public PosixTest {};
 class Space : public PosixTest {};
 class Seek : public PosixTest {};
 class Direct : public PosixTest {};
+class Dirs : public PosixTest {};
 
 // Copies a file (a program) byte for byte.
 bool CopyFile(const char* from, const char* to, mode_t mode) {
@@ -235,6 +241,42 @@ TEST_F(Seek, DataAtTheEndOfAHugeHole) {
     EXPECT_EQ(data + 4, lseek(fd.get(), data, SEEK_HOLE)) << "shift " << shift;
     EXPECT_ERRNO(ENXIO, lseek(fd.get(), data + 4, SEEK_DATA));
   }
+}
+
+// ===========================================================================
+// telldir / seekdir
+
+TEST_F(Dirs, SeekdirBackAfterEarlierRemovalsReturnsTheSameEntry) {
+  constexpr int kFiles = 3000;  // several of the client's 1024-name pages
+  Path d = P("seekdir");
+  ASSERT_OK(mkdir(d, 0755));
+  for (int i = 0; i < kFiles; ++i) {
+    Fd fd(open(d / ("f" + std::to_string(i)), O_WRONLY | O_CREAT, 0644));
+    ASSERT_GE(fd.get(), 0) << strerror(errno);
+  }
+  DIR* dir = opendir(d);
+  ASSERT_NE(dir, nullptr) << strerror(errno);
+  std::vector<std::string> names;  // in listing order
+  std::vector<long> positions;     // telldir before each
+  for (;;) {
+    const long pos = telldir(dir);
+    errno = 0;
+    const dirent* e = readdir(dir);
+    if (e == nullptr) break;
+    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+    names.emplace_back(e->d_name);
+    positions.push_back(pos);
+  }
+  ASSERT_EQ(errno, 0) << strerror(errno);
+  ASSERT_EQ(names.size(), size_t(kFiles));
+  for (int i = 0; i < 1000; ++i) ASSERT_OK(unlink(d / names[i]));  // what was listed first
+  for (const int k : {2500, 1500, 2999}) {
+    seekdir(dir, positions[k]);
+    const dirent* e = readdir(dir);
+    ASSERT_NE(e, nullptr) << "seekdir to the position of entry " << k;
+    EXPECT_EQ(std::string(e->d_name), names[k]) << "seekdir to the position of entry " << k;
+  }
+  closedir(dir);
 }
 
 // ===========================================================================

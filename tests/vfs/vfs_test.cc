@@ -11,7 +11,9 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <cstdio>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <random>
@@ -639,6 +641,52 @@ TEST_F(VfsTest, ReadDirOffsetsHoldWhileEntriesGoAndTheKernelSwitchesToPlus) {
   ASSERT_OK(vfs_->ReleaseDir(dh));
   EXPECT_EQ(seen, want);
   ASSERT_OK(vfs_->Rmdir(ctx_, kRootIno, "d"));  // ENOTEMPTY: entries were never listed
+}
+
+// seekdir(3) back into an earlier window lands on the entry telldir(3) gave
+// there, though entries before that window were removed meanwhile: the
+// window is read again from the name it began after, not from the start.
+TEST_F(VfsTest, ReadDirSeekBackLandsOnTheSameEntryAfterEarlierRemovals) {
+  Config config = DefaultConfig();
+  config.readdir_page = 3;
+  ASSERT_NO_FATAL_FAILURE(StartVfs(config));
+  Ino dir = 0;
+  Attr attr;
+  ASSERT_OK(vfs_->Mkdir(ctx_, kRootIno, "d", 0755, 022, &dir, &attr));
+  for (int i = 0; i < 20; ++i) {
+    Ino ino = 0;
+    char name[8];
+    snprintf(name, sizeof(name), "f%02d", i);
+    Handle* fh = Create(name, &ino, dir);
+    ASSERT_NE(fh, nullptr);
+    Release(fh);
+  }
+  Handle* dh = nullptr;
+  ASSERT_OK(vfs_->OpenDir(ctx_, dir, O_RDONLY, &dh));
+  std::map<std::string, uint64_t> offset_of;
+  for (uint64_t off = 0;; ++off) {  // telldir of every entry
+    const std::vector<meta::Entry>* entries = nullptr;
+    uint64_t base = 0;
+    ASSERT_OK(vfs_->ReadDir(ctx_, dh, off, false, &entries, &base));
+    if (off >= base + entries->size()) break;
+    offset_of[(*entries)[off - base].name] = off;
+  }
+  ASSERT_EQ(offset_of.size(), 22u);
+  for (int i = 0; i < 6; ++i) ASSERT_OK(vfs_->Unlink(ctx_, dir, "f0" + std::to_string(i)));
+  for (const bool plus : {false, true}) {
+    std::vector<std::string> listed;
+    for (uint64_t off = offset_of["f10"];; ++off) {  // seekdir, then read on
+      const std::vector<meta::Entry>* entries = nullptr;
+      uint64_t base = 0;
+      ASSERT_OK(vfs_->ReadDir(ctx_, dh, off, plus, &entries, &base));
+      if (off >= base + entries->size()) break;
+      listed.push_back((*entries)[off - base].name);
+    }
+    EXPECT_EQ(listed, (std::vector<std::string>{"f10", "f11", "f12", "f13", "f14", "f15", "f16", "f17", "f18",
+                                                "f19"}))
+        << "plus=" << plus;
+  }
+  ASSERT_OK(vfs_->ReleaseDir(dh));
 }
 
 // Entries of a window removed before the switch to READDIRPLUS keep their
