@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench/run_all.sh — benchmark Tessera against a local directory and libfuse's
-# passthrough_ll, with fio (bench/fio/*.fio) and an mdtest-shaped metadata
+# passthrough_ll and passthrough_hp examples, with fio (bench/fio/*.fio) and an mdtest-shaped metadata
 # workload (bench/mdbench.c), and write a markdown report.
 #
 # See usage() below, or run: bench/run_all.sh --help
@@ -20,6 +20,12 @@ jobs and the metadata workload on each, and writes a markdown report:
                /usr/share/doc/libfuse3-dev/examples), default caching
                (cache=auto: 1 s entry/attr timeouts, no writeback cache);
                O_DIRECT is dropped from its own opens (see --pristine-passthrough)
+  passthrough-hp  libfuse's passthrough_hp example (libfuse 3.14's C++ example:
+               Debian ships it only in the fuse3 source package, which is fetched
+               with 'apt-get source' once and kept under --hp-cache), compiled
+               unchanged and mounted with its defaults: 1-day entry/attr
+               timeouts, writeback cache, splice, default_permissions.
+               Not in the default --targets; issue 14's reference.
   tessera      a Tessera mount of a fresh SQLite + local-directory volume,
                default mount options (coherent 300 s entry/attr caches, no writeback cache)
   tessera-wb   the same with --writeback (blocks staged on a cache dir in the
@@ -41,7 +47,10 @@ options:
   --md-settle S        untimed pause before mdbench's stat and read phases so the
                        FUSE mounts' 1 s kernel caches expire (default 1.5; quick 0;
                        0 = back to back, as mdtest does)
-  --targets LIST       comma-separated subset of local,passthrough,tessera,tessera-wb
+  --targets LIST       comma-separated subset of local,passthrough,passthrough-hp,
+                       tessera,tessera-wb (default: all but passthrough-hp)
+  --hp-cache DIR       where the fuse3 source package for passthrough-hp is kept
+                       (default \$XDG_CACHE_HOME or ~/.cache, then tessera-bench)
   --only fio|md        run only the fio jobs or only the metadata workload
   --tessera BIN        tessera binary (default: build/src/tessera; copied at start)
   --format-opts "..."  extra 'tessera format' options (e.g. "--block-size 1024")
@@ -64,6 +73,7 @@ log()  { printf '[%(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
 QUICK=0 OUT="" RAW="" WORKDIR=/var/tmp/tessera-bench
 RUNTIME="" SIZE="" RW_SIZE="" PROCS=4 MD_BYTES=4096 MD_SETTLE="" ONLY=""
 TARGETS="local,passthrough,tessera,tessera-wb"
+HP_CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/tessera-bench"
 TESSERA_SRC="$REPO/build/src/tessera" FORMAT_OPTS="" MOUNT_OPTS="" WB_OPTS="" PRISTINE_PT=0
 while (($#)); do
     case $1 in
@@ -79,6 +89,7 @@ while (($#)); do
         --md-settle) MD_SETTLE=$2; shift ;;
         --targets) TARGETS=$2; shift ;;
         --only) ONLY=$2; shift ;;
+        --hp-cache) HP_CACHE=$2; shift ;;
         --tessera) TESSERA_SRC=$2; shift ;;
         --format-opts) FORMAT_OPTS=$2; shift ;;
         --mount-opts) MOUNT_OPTS=$2; shift ;;
@@ -111,7 +122,8 @@ OUT=$(realpath -m "$OUT")
 [[ -z $ONLY || $ONLY == fio || $ONLY == md ]] || die "--only takes fio or md"
 IFS=, read -r -a TARGET_LIST <<<"$TARGETS"
 for t in "${TARGET_LIST[@]}"; do
-    [[ $t == local || $t == passthrough || $t == tessera || $t == tessera-wb ]] || die "unknown target: $t"
+    [[ $t == local || $t == passthrough || $t == passthrough-hp || $t == tessera || $t == tessera-wb ]] ||
+        die "unknown target: $t"
 done
 
 # -------------------------------------------------------------- preflight ---
@@ -205,6 +217,38 @@ mkdir -p "$RES/fio" "$RES/md" "$LOGS" "$BIN"
 START_TS=$(date +%s)
 
 # ------------------------------------------------------------------ build ---
+# passthrough_hp.cc and its cxxopts.hpp come from the Debian source package of
+# the libfuse installed (fuse3), fetched once with a one-off deb-src list, so
+# the example matches the headers it is compiled against. Prints the example
+# directory.
+fetch_hp_source() {
+    local ver upstream dir src list
+    ver=$(dpkg-query -W -f='${Version}' libfuse3-dev 2>/dev/null) || { echo "libfuse3-dev is not installed" >&2; return 1; }
+    upstream=${ver%-*}
+    dir=$HP_CACHE/fuse-$upstream/example
+    if [[ -r $dir/passthrough_hp.cc && -r $dir/cxxopts.hpp ]]; then echo "$dir"; return 0; fi
+    command -v apt-get >/dev/null || { echo "apt-get not found: put libfuse $upstream's example/ in $dir" >&2; return 1; }
+    log "fetching Debian's fuse3 $ver source package into $HP_CACHE (once)"
+    src=$(mktemp -d) list=$src/sources.list
+    mkdir -p "$src/lists/partial"
+    echo "deb-src http://deb.debian.org/debian $(. /etc/os-release && echo "$VERSION_CODENAME") main" >"$list"
+    chmod 755 "$src"
+    if ! (cd "$src" && apt-get -q -o Dir::Etc::sourcelist="$list" -o Dir::Etc::sourceparts=- \
+              -o Dir::State::Lists="$src/lists" update >"$src/log" 2>&1 &&
+          apt-get -q -o Dir::Etc::sourcelist="$list" -o Dir::Etc::sourceparts=- \
+              -o Dir::State::Lists="$src/lists" source --download-only "fuse3=$ver" >>"$src/log" 2>&1); then
+        tail -5 "$src/log" >&2
+        rm -rf "$src"
+        echo "could not download the fuse3 $ver source package" >&2
+        return 1
+    fi
+    mkdir -p "$HP_CACHE"
+    tar -C "$HP_CACHE" -xf "$(ls "$src"/fuse3_"$upstream".orig.tar.* | grep -v "\.asc$" | head -1)" "fuse-$upstream/example" || { rm -rf "$src"; return 1; }
+    rm -rf "$src"
+    [[ -r $dir/passthrough_hp.cc ]] || { echo "no example/passthrough_hp.cc in fuse3 $ver" >&2; return 1; }
+    echo "$dir"
+}
+
 log "compiling passthrough_ll and mdbench"
 # Unpatched, passthrough_ll fails every O_DIRECT write with EINVAL: it opens the
 # underlying file with the caller's flags, O_DIRECT included, and libfuse's
@@ -221,6 +265,14 @@ fi
 gcc -O2 -Wall -I"$(dirname "$PT_SRC_C")" "$BIN/passthrough_ll.c" $(pkg-config fuse3 --cflags --libs) \
     -o "$BIN/passthrough_ll"
 gcc -O2 -Wall "$BENCH/mdbench.c" -o "$BIN/mdbench"
+if [[ ",$TARGETS," == *,passthrough-hp,* ]]; then
+    HP_SRC=$(fetch_hp_source) || die "cannot get passthrough_hp.cc (see above)"
+    log "compiling passthrough_hp from $HP_SRC"
+    # shellcheck disable=SC2046
+    g++ -std=c++17 -O2 -I"$HP_SRC" "$HP_SRC/passthrough_hp.cc" $(pkg-config fuse3 --cflags --libs) -lpthread \
+        -o "$BIN/passthrough_hp" 2>"$LOGS/passthrough_hp-build.log" ||
+        { cat "$LOGS/passthrough_hp-build.log" >&2; die "passthrough_hp did not compile"; }
+fi
 if [[ ",$TARGETS," == *,tessera* ]]; then
     cp "$TESSERA_SRC" "$BIN/tessera"     # a rebuild during the run must not change it
 fi
@@ -254,6 +306,18 @@ setup_passthrough() {
     wait_mounted "$mnt" fuse.passthrough_ll "$pid" ||
         { cat "$LOGS/passthrough_ll.log" >&2; die "passthrough_ll did not mount"; }
     TDIR[passthrough]=$mnt TPID[passthrough]=$pid
+}
+
+setup_passthrough-hp() {
+    local src=$W/passthrough-hp-src mnt=$W/passthrough-hp-mnt pid
+    mkdir -p "$src" "$mnt"
+    # Its defaults: 1-day timeouts, writeback cache, splice, idle threads unbounded.
+    "$BIN/passthrough_hp" --foreground "$src" "$mnt" >"$LOGS/passthrough_hp.log" 2>&1 9>&- &
+    pid=$!
+    STARTED_PIDS+=("$pid")
+    wait_mounted "$mnt" fuse "$pid" ||
+        { cat "$LOGS/passthrough_hp.log" >&2; die "passthrough_hp did not mount"; }
+    TDIR[passthrough-hp]=$mnt TPID[passthrough-hp]=$pid
 }
 
 setup_tessera() {       # setup_tessera [TARGET [extra mount options...]]
