@@ -193,7 +193,7 @@ def main():
     for key, label in [("nproc", "CPUs (nproc)"), ("cpu_model", "CPU model"), ("hypervisor", "hypervisor"),
                        ("mem_total", "memory"), ("kernel", "kernel"), ("os", "OS"), ("date", "date"),
                        ("workdir_fs", "file system under all targets"), ("fio", "fio"),
-                       ("libfuse", "libfuse (passthrough_ll)"), ("gcc", "compiler"),
+                       ("libfuse", "libfuse (of the passthrough examples)"), ("gcc", "compiler"),
                        ("tessera_binary", "Tessera binary"), ("tessera_head", "repository HEAD"),
                        ("tessera_dirty_files", "uncommitted files in the tree"),
                        ("loadavg_start", "load average at start"), ("loadavg_end", "load average at end"),
@@ -203,23 +203,25 @@ def main():
     p("")
     p("The machine is shared with builds and tests of other engineers, so every figure is noisy "
       "(the load average column in the raw data shows how busy it was); differences under ~20% "
-      "are not meaningful. Each fio job runs on all three targets back to back before the next "
+      "are not meaningful. Each fio job runs on every target back to back before the next "
       "job starts, so slow changes in background load affect the targets alike.")
     p("")
     p("## Setup")
     p("")
-    p("- **local dir**: a directory on the file system above.")
+    if "local" in targets:
+        p("- **local dir**: a directory on the file system above.")
     pristine = env.get("pristine_passthrough") == "1"
-    p("- **passthrough_ll**: libfuse's low-level passthrough example, compiled at bench time "
-      "(`gcc -O2`), mounted with `-o source=DIR` and its defaults: multi-threaded, `cache=auto` "
-      "(1 s entry/attr timeout, page cache dropped on open), no writeback cache. "
-      + ("Compiled unchanged (`--pristine-passthrough`): its O_DIRECT writes fail with EINVAL."
-         if pristine else
-         "One change: O_DIRECT is dropped from the daemon's own `open()`/`openat()` of the "
-         "underlying file (two flag masks, patched by `sed` at bench time). Unpatched, every "
-         "O_DIRECT write fails with EINVAL because libfuse's request buffer is not aligned for "
-         "O_DIRECT; fuse-overlayfs made the same change (PR #168). The kernel still sends O_DIRECT "
-         "I/O to the daemon uncached."))
+    if "passthrough" in targets:
+        p("- **passthrough_ll**: libfuse's low-level passthrough example, compiled at bench time "
+          "(`gcc -O2`), mounted with `-o source=DIR` and its defaults: multi-threaded, `cache=auto` "
+          "(1 s entry/attr timeout, page cache dropped on open), no writeback cache. "
+          + ("Compiled unchanged (`--pristine-passthrough`): its O_DIRECT writes fail with EINVAL."
+             if pristine else
+             "One change: O_DIRECT is dropped from the daemon's own `open()`/`openat()` of the "
+             "underlying file (two flag masks, patched by `sed` at bench time). Unpatched, every "
+             "O_DIRECT write fails with EINVAL because libfuse's request buffer is not aligned for "
+             "O_DIRECT; fuse-overlayfs made the same change (PR #168). The kernel still sends O_DIRECT "
+             "I/O to the daemon uncached."))
     if "passthrough-hp" in targets:
         p("- **passthrough_hp**: libfuse's high-performance passthrough example (C++), taken from "
           "Debian's fuse3 source package of the installed libfuse and compiled unchanged (`g++ -O2`), "
@@ -357,12 +359,14 @@ def md_section(p, res, env, targets, extra, cat_ratios):
       "make and remove the nodes themselves. ops/s; higher is better.")
     p("")
     settle = float(env.get("md_settle", "0") or 0)
-    if settle > 0:
+    if settle > 0 and "passthrough" in targets:
         p(f"Before each stat and read phase mdbench pauses {settle:g} s (untimed, `-S`), longer than "
           "passthrough_ll's 1 s kernel entry/attribute timeouts, so its stat phases measure its "
           "lookups (mdtest runs the phases back to back; `--md-settle 0` does the same). Tessera's "
           "coherent kernel caches outlast the pause: its stat rows compare the two designs (a "
           "1 s cache against one kept exact by invalidation), not lookup speed.")
+    elif settle > 0:
+        p(f"Before each stat and read phase mdbench pauses {settle:g} s (untimed, `-S`).")
     else:
         p("The phases run back to back, as in mdtest: on the FUSE mounts the kernel still caches "
           "entries and attributes created less than 1 s before a stat, so a target that creates "
@@ -440,7 +444,11 @@ def emit_notes(p, env, settle, pristine, targets):
           "write data from `/dev/fuse` to the file. Its removals and creations are single system "
           "calls on the underlying file system, made durable by nothing; Tessera commits each one "
           "to its engine before replying.")
-    if pristine:
+    ll = "passthrough" in targets
+    if not ll:
+        pt_read = ""
+        fuse_read = "*Tessera*"
+    elif pristine:
         pt_read = ("*passthrough_ll* passes the O_DIRECT flag on to its own `open()` of the "
                    "underlying file, so it reads the device too. ")
         fuse_read = "*Tessera*"
@@ -463,9 +471,10 @@ def emit_notes(p, env, settle, pristine, targets):
       "cache policy, not the data path. `--mount-opts \"--mem-cache-size 2048\"` makes the file "
       "fit, for a \"data in cache\" comparison like the JuiceFS reference.")
     p("- **Writes and durability.** All write jobs end with `fsync` (counted in their time). For "
-      "local dir O_DIRECT writes reach the device; passthrough_ll writes into the page cache "
-      + ("" if pristine else "(O_DIRECT dropped) ") +
-      "and its fsync flushes them to the device. Tessera's client "
+      "local dir O_DIRECT writes reach the device"
+      + (("; passthrough_ll writes into the page cache " + ("" if pristine else "(O_DIRECT dropped) ")
+          + "and its fsync flushes them to the device") if ll else "") +
+      ". Tessera's client "
       "buffers writes, uploads blocks to the bucket directory without fsync (its file store's "
       "default) and commits metadata to SQLite in WAL mode with synchronous=NORMAL, so its fsync "
       "makes data survive a client crash, not a power loss — the write rows are not like-for-like "
@@ -474,18 +483,22 @@ def emit_notes(p, env, settle, pristine, targets):
       "the data only once it is uploaded.")
     p("- **Random writes on Tessera** turn every 4 KiB write into a slice; the maximum latency "
       "column shows how long a single write can stall while the client flushes them.")
-    p("- **Metadata.** passthrough_ll keeps kernel entry/attr caches for 1 s"
-      + (" (expired before the stat/read phases by the pause)" if settle > 0 else
-         ", so stat phases are partly answered by the kernel") +
-      ", Tessera for 300 s while no other client changes the tree (coherent caches)" +
-      "; the local directory never leaves the kernel. "
-      "`rmdir` on this ext4 (mounted with `discard`) costs milliseconds when the directory is "
-      "freed at once, as for the local dir; passthrough_ll holds an O_PATH fd on every inode the "
-      "kernel knows and only closes it on FORGET, after the `rmdir` has returned, so its "
-      "directory removal beats the local dir's. "
-      "passthrough_ll holds one file descriptor per known inode, which bounds the number of "
-      "items alive at once (fd limit "
-      f"{env.get('nofile', '?')}).")
+    if not ll:
+        p("- **Metadata.** Tessera keeps kernel entry/attr caches for 300 s while no other client "
+          "changes the tree (coherent caches).")
+    else:
+        p("- **Metadata.** passthrough_ll keeps kernel entry/attr caches for 1 s"
+          + (" (expired before the stat/read phases by the pause)" if settle > 0 else
+             ", so stat phases are partly answered by the kernel") +
+          ", Tessera for 300 s while no other client changes the tree (coherent caches)" +
+          "; the local directory never leaves the kernel. "
+          "`rmdir` on this ext4 (mounted with `discard`) costs milliseconds when the directory is "
+          "freed at once, as for the local dir; passthrough_ll holds an O_PATH fd on every inode the "
+          "kernel knows and only closes it on FORGET, after the `rmdir` has returned, so its "
+          "directory removal beats the local dir's. "
+          "passthrough_ll holds one file descriptor per known inode, which bounds the number of "
+          "items alive at once (fd limit "
+          f"{env.get('nofile', '?')}).")
     p("- One run, no repetitions: treat single figures with care; rerun `bench/run_all.sh` to "
       "see the spread.")
     p("")

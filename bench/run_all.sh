@@ -73,7 +73,7 @@ log()  { printf '[%(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
 QUICK=0 OUT="" RAW="" WORKDIR=/var/tmp/tessera-bench
 RUNTIME="" SIZE="" RW_SIZE="" PROCS=4 MD_BYTES=4096 MD_SETTLE="" ONLY=""
 TARGETS="local,passthrough,tessera,tessera-wb"
-HP_CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/tessera-bench"
+HP_CACHE="${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/tessera-bench"
 TESSERA_SRC="$REPO/build/src/tessera" FORMAT_OPTS="" MOUNT_OPTS="" WB_OPTS="" PRISTINE_PT=0
 while (($#)); do
     case $1 in
@@ -222,28 +222,35 @@ START_TS=$(date +%s)
 # the example matches the headers it is compiled against. Prints the example
 # directory.
 fetch_hp_source() {
-    local ver upstream dir src list
-    ver=$(dpkg-query -W -f='${Version}' libfuse3-dev 2>/dev/null) || { echo "libfuse3-dev is not installed" >&2; return 1; }
+    local ver upstream dir src list codename
+    # The source version: a binNMU (3.14.0-4+b1) is built from 3.14.0-4.
+    ver=$(dpkg-query -W -f='${source:Version}' libfuse3-dev 2>/dev/null) || { echo "libfuse3-dev is not installed" >&2; return 1; }
     upstream=${ver%-*}
     dir=$HP_CACHE/fuse-$upstream/example
     if [[ -r $dir/passthrough_hp.cc && -r $dir/cxxopts.hpp ]]; then echo "$dir"; return 0; fi
     command -v apt-get >/dev/null || { echo "apt-get not found: put libfuse $upstream's example/ in $dir" >&2; return 1; }
     log "fetching Debian's fuse3 $ver source package into $HP_CACHE (once)"
-    src=$(mktemp -d) list=$src/sources.list
-    mkdir -p "$src/lists/partial"
-    echo "deb-src http://deb.debian.org/debian $(. /etc/os-release && echo "$VERSION_CODENAME") main" >"$list"
+    codename=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
+    [[ -n $codename ]] || { echo "no VERSION_CODENAME in /etc/os-release: put libfuse $upstream's example/ in $dir" >&2; return 1; }
+    src=$(mktemp -d) || return 1
+    list=$src/sources.list
+    mkdir -p "$src/lists/partial" "$src/cache/archives/partial"
+    echo "deb-src http://deb.debian.org/debian $codename main" >"$list"
     chmod 755 "$src"
     if ! (cd "$src" && apt-get -q -o Dir::Etc::sourcelist="$list" -o Dir::Etc::sourceparts=- \
-              -o Dir::State::Lists="$src/lists" update >"$src/log" 2>&1 &&
+              -o Dir::State::Lists="$src/lists" -o Dir::Cache="$src/cache" update >"$src/log" 2>&1 &&
           apt-get -q -o Dir::Etc::sourcelist="$list" -o Dir::Etc::sourceparts=- \
-              -o Dir::State::Lists="$src/lists" source --download-only "fuse3=$ver" >>"$src/log" 2>&1); then
+              -o Dir::State::Lists="$src/lists" -o Dir::Cache="$src/cache" source --download-only "fuse3=$ver" >>"$src/log" 2>&1); then
         tail -5 "$src/log" >&2
         rm -rf "$src"
         echo "could not download the fuse3 $ver source package" >&2
         return 1
     fi
-    mkdir -p "$HP_CACHE"
-    tar -C "$HP_CACHE" -xf "$(ls "$src"/fuse3_"$upstream".orig.tar.* | grep -v "\.asc$" | head -1)" "fuse-$upstream/example" || { rm -rf "$src"; return 1; }
+    # Extracted aside, then moved into place: another run may be fetching too.
+    mkdir -p "$HP_CACHE" "$src/x"
+    tar -C "$src/x" -xf "$(ls "$src"/fuse3_"$upstream".orig.tar.* | grep -v "\.asc$" | head -1)" "fuse-$upstream/example" ||
+        { rm -rf "$src"; return 1; }
+    [[ -e $HP_CACHE/fuse-$upstream ]] || mv "$src/x/fuse-$upstream" "$HP_CACHE/" || true
     rm -rf "$src"
     [[ -r $dir/passthrough_hp.cc ]] || { echo "no example/passthrough_hp.cc in fuse3 $ver" >&2; return 1; }
     echo "$dir"

@@ -401,7 +401,9 @@ try_start() {
   ports=$(pick_ports) || return 1
   read -r mc_port acct_port cont_port obj_port proxy_port <<<"$ports"
 
-  cat >"$dir/etc/swift.conf" <<EOF
+  # Called as `try_start ... && break`, where set -e does not act: every
+  # step says itself when it failed.
+  cat >"$dir/etc/swift.conf" <<EOF || return 1
 [swift-hash]
 swift_hash_path_prefix = tessera-test
 swift_hash_path_suffix = tessera-test
@@ -410,15 +412,15 @@ swift_hash_path_suffix = tessera-test
 name = Policy-0
 default = yes
 EOF
-  write_server_conf "$dir" account-server "$acct_port" account
-  write_server_conf "$dir" container-server "$cont_port" container
-  write_server_conf "$dir" object-server "$obj_port" object
-  write_proxy_conf "$dir" "$proxy_port" "$mc_port"
-  write_launcher "$dir"
+  write_server_conf "$dir" account-server "$acct_port" account || return 1
+  write_server_conf "$dir" container-server "$cont_port" container || return 1
+  write_server_conf "$dir" object-server "$obj_port" object || return 1
+  write_proxy_conf "$dir" "$proxy_port" "$mc_port" || return 1
+  write_launcher "$dir" || return 1
 
   local mc_user=()
   [[ $(id -u) != 0 ]] || mc_user=(-u root)   # memcached refuses root without -u
-  spawn "$dir" memcached memcached -l 127.0.0.1 -p "$mc_port" -U 0 -m 64 "${mc_user[@]}"
+  spawn "$dir" memcached memcached -l 127.0.0.1 -p "$mc_port" -U 0 -m 64 "${mc_user[@]}" || return 1
   "$PY" "$dir/etc/swift-run.py" "$dir" account="$acct_port" container="$cont_port" \
     object="$obj_port" >>"$dir/swift-run.log" 2>&1 || return 1
   wait_ready "$dir" "${S3_SERVER_START_TIMEOUT:-30}" memcached="$mc_port" \
