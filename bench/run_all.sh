@@ -237,10 +237,11 @@ fetch_hp_source() {
     mkdir -p "$src/lists/partial" "$src/cache/archives/partial"
     echo "deb-src http://deb.debian.org/debian $codename main" >"$list"
     chmod 755 "$src"
-    if ! (cd "$src" && apt-get -q -o Dir::Etc::sourcelist="$list" -o Dir::Etc::sourceparts=- \
-              -o Dir::State::Lists="$src/lists" -o Dir::Cache="$src/cache" update >"$src/log" 2>&1 &&
-          apt-get -q -o Dir::Etc::sourcelist="$list" -o Dir::Etc::sourceparts=- \
-              -o Dir::State::Lists="$src/lists" -o Dir::Cache="$src/cache" source --download-only "fuse3=$ver" >>"$src/log" 2>&1); then
+    # apt with only that list, its lists and caches in $src (the system's stay as they are)
+    local apt=(apt-get -q -o Dir::Etc::sourcelist="$list" -o Dir::Etc::sourceparts=-
+               -o Dir::State::Lists="$src/lists" -o Dir::Cache="$src/cache")
+    if ! (cd "$src" && "${apt[@]}" update >"$src/log" 2>&1 &&
+          "${apt[@]}" source --download-only "fuse3=$ver" >>"$src/log" 2>&1); then
         tail -5 "$src/log" >&2
         rm -rf "$src"
         echo "could not download the fuse3 $ver source package" >&2

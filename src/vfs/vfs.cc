@@ -728,7 +728,6 @@ Status Vfs::FetchDirWindow(const Context& ctx, Handle* fh, const std::string& fr
     for (auto& e : fh->entries) RETURN_IF_ERROR(MergeListed(ctx, epoch, &e));
   fh->dir_epoch = epoch;
   fh->dir_base = base;
-  fh->dir_from = from;
   fh->dir_plus = plus;
   fh->dir_more = more;
   fh->listed = true;
@@ -765,7 +764,7 @@ Status Vfs::AddWindowAttrs(const Context& ctx, Handle* fh) {
   constexpr int kMaxPages = 4;
   std::vector<meta::Entry> page;
   bool more = true;
-  std::string from = fh->dir_from;
+  std::string from = fh->dir_starts.back().second;  // the window's own start
   size_t found = 0;
   for (int pages = 0; pages < kMaxPages && more && found < want.size(); ++pages) {
     RETURN_IF_ERROR(meta_->ReaddirPage(ctx, fh->ino, true, from, config_.readdir_page, &page, &more));

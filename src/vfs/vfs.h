@@ -95,19 +95,19 @@ struct Handle {
   uint32_t gid = 0;
   Ino parent = 0;
   // Directories: a window of the listing. entries[i] has offset dir_base+i
-  // ("." and ".." are offsets 0 and 1); the window was fetched after name
-  // dir_from ("" = from the start), with attributes if dir_plus.
+  // ("." and ".." are offsets 0 and 1); the window was fetched after the
+  // name in dir_starts.back() ("" = from the start), with attributes if
+  // dir_plus.
   std::mutex dir_mu;
   std::vector<meta::Entry> entries;  // guarded by dir_mu
   uint64_t dir_base = 0;             // guarded by dir_mu
-  std::string dir_from;              // guarded by dir_mu
   bool dir_plus = false;             // guarded by dir_mu
   bool dir_more = false;             // guarded by dir_mu: entries follow the window
   uint64_t dir_epoch = 0;            // guarded by dir_mu: commit epoch before the window was read
   bool listed = false;               // guarded by dir_mu
   // Where each window of the listing began, (offset, name it followed), by
-  // offset: a seek back into an earlier window reads again from that name,
-  // so removals before it move no offset there.
+  // offset, the current window last: a seek back into an earlier window
+  // reads again from that name, so removals before it move no offset there.
   std::vector<std::pair<uint64_t, std::string>> dir_starts;  // guarded by dir_mu
   // Files: the lock owners that took POSIX locks through this handle (an
   // open file description's own owner for OFD locks); their locks go at

@@ -11,7 +11,6 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
-#include <cstdio>
 #include <deque>
 #include <map>
 #include <memory>
@@ -117,6 +116,18 @@ class VfsTest : public ::testing::Test {
   }
 
   void Release(Handle* fh) { EXPECT_OK(vfs_->Release(ctx_, fh)); }
+
+  // A directory "d" in the root holding empty files of these names.
+  void MakeDirOfFiles(const std::vector<std::string>& names, Ino* dir) {
+    Attr attr;
+    ASSERT_OK(vfs_->Mkdir(ctx_, kRootIno, "d", 0755, 022, dir, &attr));
+    for (const std::string& name : names) {
+      Ino ino = 0;
+      Handle* fh = Create(name, &ino, *dir);
+      ASSERT_NE(fh, nullptr);
+      Release(fh);
+    }
+  }
 
   void Write(Handle* fh, uint64_t off, const std::string& data) {
     auto r = vfs_->Write(ctx_, fh, off, data.data(), data.size());
@@ -608,18 +619,11 @@ TEST_F(VfsTest, ReadDirOffsetsHoldWhileEntriesGoAndTheKernelSwitchesToPlus) {
   Config config = DefaultConfig();
   config.readdir_page = 3;
   ASSERT_NO_FATAL_FAILURE(StartVfs(config));
+  std::vector<std::string> names;
+  for (int i = 0; i < 20; ++i) names.push_back("f" + std::to_string(i));
   Ino dir = 0;
-  Attr attr;
-  ASSERT_OK(vfs_->Mkdir(ctx_, kRootIno, "d", 0755, 022, &dir, &attr));
-  std::set<std::string> want;
-  for (int i = 0; i < 20; ++i) {
-    Ino ino = 0;
-    std::string name = "f" + std::to_string(i);
-    Handle* fh = Create(name, &ino, dir);
-    ASSERT_NE(fh, nullptr);
-    Release(fh);
-    want.insert(name);
-  }
+  ASSERT_NO_FATAL_FAILURE(MakeDirOfFiles(names, &dir));
+  const std::set<std::string> want(names.begin(), names.end());
   Handle* dh = nullptr;
   ASSERT_OK(vfs_->OpenDir(ctx_, dir, O_RDONLY, &dh));
   std::set<std::string> seen;
@@ -650,17 +654,10 @@ TEST_F(VfsTest, ReadDirSeekBackLandsOnTheSameEntryAfterEarlierRemovals) {
   Config config = DefaultConfig();
   config.readdir_page = 3;
   ASSERT_NO_FATAL_FAILURE(StartVfs(config));
+  std::vector<std::string> names;
+  for (int i = 0; i < 20; ++i) names.push_back((i < 10 ? "f0" : "f") + std::to_string(i));
   Ino dir = 0;
-  Attr attr;
-  ASSERT_OK(vfs_->Mkdir(ctx_, kRootIno, "d", 0755, 022, &dir, &attr));
-  for (int i = 0; i < 20; ++i) {
-    Ino ino = 0;
-    char name[8];
-    snprintf(name, sizeof(name), "f%02d", i);
-    Handle* fh = Create(name, &ino, dir);
-    ASSERT_NE(fh, nullptr);
-    Release(fh);
-  }
+  ASSERT_NO_FATAL_FAILURE(MakeDirOfFiles(names, &dir));
   Handle* dh = nullptr;
   ASSERT_OK(vfs_->OpenDir(ctx_, dir, O_RDONLY, &dh));
   std::map<std::string, uint64_t> offset_of;
