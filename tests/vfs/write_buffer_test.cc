@@ -328,5 +328,24 @@ TEST(WriteBufferTest, SequentialSmallWritesAreLinear) {
   EXPECT_LT(took, std::chrono::seconds(20));
 }
 
+TEST(WriteBufferTest, SmallRangesGrowWithoutTakingABlock) {
+  // Random 4 KiB writes that happen to touch grow their range as a string
+  // does; only a range grown past 64 KiB by appends (a stream's) reserves a
+  // whole block, so that it is not copied again on the way to one.
+  constexpr uint32_t kBlock = 4u << 20;
+  WriteBuffer wb(kBlock);
+  const std::string piece(4096, 'r');
+  wb.Write(40960, piece.data(), piece.size());
+  wb.Write(40960 + 4096, piece.data(), piece.size());  // touches the first: one range
+  ASSERT_EQ(wb.chunks().at(0).size(), 1u);
+  EXPECT_LT(wb.chunks().at(0).begin()->second.capacity(), size_t(64) << 10);
+
+  for (uint64_t off = 40960 + 8192; off < 40960 + (128u << 10); off += piece.size())
+    wb.Write(off, piece.data(), piece.size());
+  ASSERT_EQ(wb.chunks().at(0).size(), 1u);
+  EXPECT_GE(wb.chunks().at(0).begin()->second.capacity(), size_t(kBlock));
+  EXPECT_EQ(wb.bytes(), size_t(128) << 10);
+}
+
 }  // namespace
 }  // namespace tessera::vfs
