@@ -318,7 +318,10 @@ void PackRange(FrozenSlice* s, uint32_t pos, std::string&& bytes, uint32_t block
     done += n;
   }
   s->len += uint32_t(bytes.size());
-  BufferPool::Default().Give(std::move(bytes));
+  // A range in a block's buffer goes back to the pool; one that grew as a
+  // plain string (under 64 KiB, WriteBuffer) is freed: kept, it would fit
+  // no block and take the pool's room.
+  if (bytes.capacity() >= block) BufferPool::Default().Give(std::move(bytes));
 }
 
 }  // namespace

@@ -56,9 +56,9 @@ bool WriteBuffer::WriteInChunk(uint32_t index, uint32_t pos, const char* data, u
   if (first != last && first->first == new_start && std::next(first) == last &&
       first->first + first->second.size() == start) {
     // A stream's append (the common case): the bytes are copied once, with
-    // no zero-fill; a range that has grown past kStreamBytes reserves a
-    // block's room at once so that it is not reallocated and copied as it
-    // grows to a block. Below that it grows as any string does: random
+    // no zero-fill; a range that reaches kStreamBytes reserves a block's
+    // room at once so that it is not reallocated and copied as it grows to
+    // a block. Below that it grows as any string does: random
     // small writes that happen to touch (an eighth of them, at 12% of a
     // file's blocks written) would otherwise each take a block buffer from
     // the pool for a few KiB, leaving none for the packing and compaction
@@ -68,7 +68,9 @@ bool WriteBuffer::WriteInChunk(uint32_t index, uint32_t pos, const char* data, u
     if (grown.capacity() < size && size >= kStreamBytes) {  // a kept block buffer: no fresh pages to fault in
       std::string room = BufferPool::Default().Take(std::max<size_t>(size, std::max<size_t>(block_, 2 * grown.size())));
       room.append(grown);
-      BufferPool::Default().Give(std::move(grown));
+      // Only a block's buffer is worth keeping: a string grown to 64 KiB
+      // would sit in the pool, unfit for any block, until it filled it.
+      if (grown.capacity() >= block_) BufferPool::Default().Give(std::move(grown));
       grown = std::move(room);
     }
     grown.append(data, n);

@@ -11,9 +11,9 @@ namespace tessera::vfs {
 
 class WriteBuffer {
  public:
-  // block: the volume's block size; a range that grows by appends (a
-  // stream) reserves room for a whole block at once, so it is not copied as
-  // it grows (0: no reservation).
+  // block: the volume's block size; a range that grows by appends to 64 KiB
+  // (a stream's) reserves room for a whole block then, so it is not copied
+  // as it grows further (0: it reserves twice its size instead).
   explicit WriteBuffer(uint32_t block = 0) : block_(block) {}
 
   // One contiguous range of pending bytes within a chunk.

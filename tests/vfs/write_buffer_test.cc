@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include "chunk/layout.h"
+#include "common/buffer_pool.h"
 
 namespace tessera::vfs {
 namespace {
@@ -345,6 +346,25 @@ TEST(WriteBufferTest, SmallRangesGrowWithoutTakingABlock) {
   ASSERT_EQ(wb.chunks().at(0).size(), 1u);
   EXPECT_GE(wb.chunks().at(0).begin()->second.capacity(), size_t(kBlock));
   EXPECT_EQ(wb.bytes(), size_t(128) << 10);
+}
+
+TEST(WriteBufferTest, AStreamsOutgrownStringIsNotKeptInThePool) {
+  // The string a range outgrows when it reserves a block is 64 KiB: kept in
+  // the pool it would fit no block, and enough of them would fill it.
+  constexpr uint32_t kBlock = 4u << 20;
+  BufferPool& pool = BufferPool::Default();
+  std::string spare;
+  spare.reserve(kBlock);
+  const size_t empty = pool.kept_bytes();
+  pool.Give(std::move(spare));  // the block buffer the range will take
+  const size_t before = pool.kept_bytes();
+  ASSERT_EQ(before, empty + kBlock);
+  WriteBuffer wb(kBlock);
+  const std::string piece(4096, 's');
+  for (uint64_t off = 0; off < (128u << 10); off += piece.size()) wb.Write(off, piece.data(), piece.size());
+  ASSERT_EQ(wb.chunks().at(0).size(), 1u);
+  EXPECT_GE(wb.chunks().at(0).begin()->second.capacity(), size_t(kBlock));
+  EXPECT_EQ(pool.kept_bytes(), before - kBlock);
 }
 
 }  // namespace
