@@ -17,6 +17,7 @@
 #include <filesystem>
 
 #include "common/log.h"
+#include "common/thread_name.h"
 
 namespace tessera::chunk {
 namespace {
@@ -301,6 +302,7 @@ DiskBlockCache::Stats DiskBlockCache::stats() const {
 }
 
 void DiskBlockCache::WriterLoop() {
+  NameThisThread("ts-cache-write");
   std::unique_lock lock(mu_);
   while (true) {
     work_cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });

@@ -23,6 +23,7 @@
 #include "chunk/layout.h"
 #include "common/buffer_pool.h"
 #include "common/log.h"
+#include "common/thread_name.h"
 
 namespace tessera::chunk {
 namespace {
@@ -463,6 +464,7 @@ void StagingArea::DropPackLocked(const std::shared_ptr<Pack>& pack) {
 }
 
 void StagingArea::Work() {
+  NameThisThread("ts-stage-up");
   if (opts_.uploader_nice != 0 && ::setpriority(PRIO_PROCESS, pid_t(::syscall(SYS_gettid)), opts_.uploader_nice) != 0)
     LOG_DEBUG("staging area: cannot lower the priority of an upload worker: {}", std::strerror(errno));
   std::unique_lock lk(mu_);

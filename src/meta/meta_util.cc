@@ -14,6 +14,7 @@
 
 #include "common/log.h"
 #include "common/parallel.h"
+#include "common/thread_name.h"
 #include "meta/encoding.h"
 
 namespace tessera::meta {
@@ -289,6 +290,7 @@ Status ReleaseQueue::RunBatch(std::unique_lock<std::mutex>& /*run: held*/) {
 }
 
 void ReleaseQueue::Loop() {
+  NameThisThread("ts-release");
   // A short pause after the first inode lets a burst of FORGETs (rm -r, an
   // mdtest removal phase) share one transaction.
   constexpr auto kGather = std::chrono::milliseconds(2);

@@ -14,6 +14,7 @@
 #include "common/log.h"
 #include "common/metrics.h"
 #include "common/retry.h"
+#include "common/thread_name.h"
 #include "common/url.h"
 
 namespace tessera::meta::redis {
@@ -438,6 +439,7 @@ Result<Reply> Client::Call(std::string_view fn, const std::vector<std::string_vi
 }
 
 void Client::Watch() {
+  NameThisThread("ts-redis-watch");
   std::unique_lock<std::mutex> g(mu_);
   while (!stop_) {
     stop_cv_.wait_for(g, std::chrono::seconds(1));

@@ -8,6 +8,7 @@
 #include <chrono>
 
 #include "common/log.h"
+#include "common/thread_name.h"
 #include "meta/redis_client.h"
 
 namespace tessera::meta::redis {
@@ -63,6 +64,7 @@ Result<redisContext*> Subscriber::Connect() {
 }
 
 void Subscriber::Loop() {
+  NameThisThread("ts-redis-sub");
   int64_t last_heard = NowMs();
   int64_t last_ping = last_heard;
   bool failing = false;

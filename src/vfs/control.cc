@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/log.h"
+#include "common/thread_name.h"
 #include "meta/summary.h"
 
 namespace tessera::vfs {
@@ -132,6 +133,7 @@ void ControlServer::Stop() {
 }
 
 void ControlServer::AcceptLoop() {
+  NameThisThread("ts-control");
   while (!stopping_) {
     int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0) {

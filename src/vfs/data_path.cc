@@ -7,6 +7,7 @@
 #include <chrono>
 
 #include "common/log.h"
+#include "common/thread_name.h"
 #include "vfs/compactor.h"
 
 namespace tessera::vfs {
@@ -34,7 +35,7 @@ DataPath::DataPath(meta::Meta* meta, chunk::ChunkStore* store, size_t buffer_lim
          metrics::NewCounter("tessera_compactions_total", "Chunks compacted"),
          metrics::NewCounter("tessera_compaction_slices_total", "Slices of the chunks compacted"),
          metrics::NewCounter("tessera_compaction_failures_total", "Compactions that failed (not counting races lost)")},
-      pool_(max_uploads) {
+      pool_(max_uploads, "ts-upload") {
   if (store_->writeback()) deferrer_ = std::thread([this] { DeferLoop(); });
   metrics_ = metrics::Registry::Global().AddCollector([this](metrics::Emitter& e) { EmitMetrics(e); });
 }
@@ -162,6 +163,7 @@ void DataPath::ScheduleCompactions(meta::Ino ino, const std::vector<meta::SliceW
 }
 
 void DataPath::DeferLoop() {
+  NameThisThread("ts-defer");
   std::unique_lock<std::mutex> lk(mu_);
   while (!stopping_) {
     defer_cv_.wait_for(lk, std::chrono::milliseconds(500));

@@ -165,7 +165,7 @@ class DataPath {
   uint64_t max_readahead_ = 0;      // set before use; 0 = off
   std::chrono::milliseconds max_uncommitted_age_{std::chrono::minutes(5)};  // set before use
   std::set<std::pair<uint64_t, uint32_t>> prefetching_;  // guarded by mu_
-  TaskPool prefetcher_{4};
+  TaskPool prefetcher_{4, "ts-prefetch"};
   std::atomic<uint64_t> abandoned_leaks_{0}, prefetch_failures_{0}, compaction_checks_{0};
   std::atomic<uint64_t> commit_epoch_{0};
   std::function<void(meta::Ino, uint32_t)> on_compacted_;
@@ -197,11 +197,11 @@ class DataPath {
     metrics::Counter* compaction_failures;
   };
   const Metrics m_;
-  TaskPool deleter_{1};
-  TaskPool notifier_{1};
-  TaskPool compactor_{1};  // last four: their workers finish before the rest goes
+  TaskPool deleter_{1, "ts-delete"};
+  TaskPool notifier_{1, "ts-notify"};
+  TaskPool compactor_{1, "ts-compact"};  // last four: their workers finish before the rest goes
   TaskPool pool_;
-  TaskPool committer_{2};  // background commits wait for uploads in pool_
+  TaskPool committer_{2, "ts-commit"};  // background commits wait for uploads in pool_
 
   void EmitMetrics(metrics::Emitter& e) const;
   metrics::Registration metrics_;  // last: stops first

@@ -1,10 +1,17 @@
 #include "vfs/task_pool.h"
 
+#include "common/thread_name.h"
+
 namespace tessera::vfs {
 
-TaskPool::TaskPool(size_t threads) {
+TaskPool::TaskPool(size_t threads, const char* name) {
   if (threads == 0) threads = 1;
-  for (size_t i = 0; i < threads; ++i) workers_.emplace_back([this] { Work(); });
+  for (size_t i = 0; i < threads; ++i) {
+    workers_.emplace_back([this, name] {
+      NameThisThread(name);
+      Work();
+    });
+  }
 }
 
 TaskPool::~TaskPool() {

@@ -12,7 +12,8 @@ namespace tessera::vfs {
 
 class TaskPool {
  public:
-  explicit TaskPool(size_t threads);
+  // `name` labels the workers (NameThisThread), at most 15 bytes.
+  TaskPool(size_t threads, const char* name);
   // Runs every job already submitted, then joins the workers.
   ~TaskPool();
   TaskPool(const TaskPool&) = delete;

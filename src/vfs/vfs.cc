@@ -12,6 +12,7 @@
 #include <unordered_map>
 
 #include "common/log.h"
+#include "common/thread_name.h"
 #include "vfs/meta_backup.h"
 #include "vfs/trash.h"
 
@@ -108,6 +109,7 @@ void Vfs::Stop() {
 }
 
 void Vfs::BackgroundLoop() {
+  NameThisThread("ts-background");
   auto deleter = [this](uint64_t id, uint32_t size) { return store_->DeleteSlice(id, size); };
   // While there is deletion work (a writer overwriting in place, a tree
   // removed) the loop comes back after kBusyWait, so that deletion keeps up
@@ -145,6 +147,7 @@ void Vfs::BackgroundLoop() {
 }
 
 void Vfs::SessionLoop() {
+  NameThisThread("ts-session");
   auto last_heartbeat = std::chrono::steady_clock::now();
   auto last_clean = last_heartbeat;
   const auto period = std::chrono::milliseconds(std::clamp(config_.cleanup_interval_ms, 1, 1000));
@@ -178,6 +181,7 @@ void Vfs::SessionLoop() {
 }
 
 void Vfs::BackupLoop() {
+  NameThisThread("ts-backup");
   const int64_t backups = config_.backup_interval_s;
   const auto period = std::chrono::seconds(std::clamp<int64_t>(backups > 0 ? backups / 4 : 60, 1, 60));
   std::unique_lock<std::mutex> lk(bg_mu_);

@@ -7,6 +7,7 @@
 #include <chrono>
 
 #include "common/log.h"
+#include "common/thread_name.h"
 #include "meta/summary.h"
 #include "vfs/vfs.h"
 
@@ -22,6 +23,7 @@ std::vector<Ino> Minus(const std::vector<Ino>& a, const std::vector<Ino>& b) {
 }  // namespace
 
 void Vfs::QuotaLoop() {
+  NameThisThread("ts-quota");
   uint64_t failures = 0;
   std::unique_lock<std::mutex> lk(bg_mu_);
   while (!stopping_) {
