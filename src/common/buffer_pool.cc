@@ -56,6 +56,12 @@ void BufferPool::Give(std::string&& s) {
   free_.push_back(std::move(buf));  // with its length, for Sized
 }
 
+void BufferPool::GiveBlock(std::string&& s, size_t block) {
+  if (s.capacity() >= block) return Give(std::move(s));
+  std::string freed = std::move(s);
+  s.clear();
+}
+
 std::shared_ptr<const std::string> BufferPool::Share(std::string&& s) {
   if (s.capacity() < kMinBytes) return std::make_shared<const std::string>(std::move(s));
   return std::shared_ptr<const std::string>(new std::string(std::move(s)), [this](const std::string* p) {

@@ -37,6 +37,11 @@ class BufferPool {
   // Keeps s's buffer for a later Take when it is big enough and there is
   // room; frees it otherwise. s is left empty.
   void Give(std::string&& s);
+  // Give, for a buffer that may have grown as a plain string: kept only if
+  // its room is at least `block` (a block's buffer, which the next Take of a
+  // block can use); a smaller one would sit in the pool unfit for any block
+  // and take its room. Freed otherwise; s is left empty.
+  void GiveBlock(std::string&& s, size_t block);
   // s as a shared, immutable block whose buffer is given back here once the
   // last reference goes.
   std::shared_ptr<const std::string> Share(std::string&& s);

@@ -319,9 +319,8 @@ void PackRange(FrozenSlice* s, uint32_t pos, std::string&& bytes, uint32_t block
   }
   s->len += uint32_t(bytes.size());
   // A range in a block's buffer goes back to the pool; one that grew as a
-  // plain string (under 64 KiB, WriteBuffer) is freed: kept, it would fit
-  // no block and take the pool's room.
-  if (bytes.capacity() >= block) BufferPool::Default().Give(std::move(bytes));
+  // plain string (under 64 KiB, WriteBuffer) is freed.
+  BufferPool::Default().GiveBlock(std::move(bytes), block);
 }
 
 }  // namespace

@@ -68,9 +68,7 @@ bool WriteBuffer::WriteInChunk(uint32_t index, uint32_t pos, const char* data, u
     if (grown.capacity() < size && size >= kStreamBytes) {  // a kept block buffer: no fresh pages to fault in
       std::string room = BufferPool::Default().Take(std::max<size_t>(size, std::max<size_t>(block_, 2 * grown.size())));
       room.append(grown);
-      // Only a block's buffer is worth keeping: a string grown to 64 KiB
-      // would sit in the pool, unfit for any block, until it filled it.
-      if (grown.capacity() >= block_) BufferPool::Default().Give(std::move(grown));
+      BufferPool::Default().GiveBlock(std::move(grown), block_);  // a string grown to 64 KiB is freed
       grown = std::move(room);
     }
     grown.append(data, n);

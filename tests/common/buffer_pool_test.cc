@@ -66,6 +66,19 @@ TEST(BufferPoolTest, SmallBuffersAreNotKeptAndTheBoundHolds) {
   EXPECT_GE(pool.kept_bytes(), BufferPool::kMaxBytes - 2 * kBlock);
 }
 
+TEST(BufferPoolTest, GiveBlockKeepsOnlyABlocksBuffer) {
+  BufferPool pool;
+  std::string grown(BufferPool::kMinBytes, 'x');  // kept by Give, but fits no block
+  pool.GiveBlock(std::move(grown), kBlock);
+  EXPECT_TRUE(grown.empty());
+  EXPECT_EQ(pool.kept_bytes(), 0u);
+  std::string block = pool.Take(kBlock);
+  block.assign(10, 'y');
+  pool.GiveBlock(std::move(block), kBlock);
+  EXPECT_TRUE(block.empty());
+  EXPECT_GE(pool.kept_bytes(), kBlock);
+}
+
 TEST(BufferPoolTest, ASharedBlockReturnsItsBufferAfterItsLastReference) {
   BufferPool pool;
   std::string s = pool.Take(kBlock);
