@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstring>
 #include <memory>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -20,6 +21,7 @@
 #include "common/metrics_export.h"
 #include "fuse/coherence.h"
 #include "fuse/internal_files.h"
+#include "fuse/worker_loop.h"
 
 namespace tessera::fuse {
 
@@ -934,12 +936,10 @@ Status Serve(vfs::Vfs* vfs, const MountOptions& opts, const std::function<void(c
     return st;
   }
   on_mounted(Status::OK());
-  fuse_loop_config* cfg = fuse_loop_cfg_create();
-  fuse_loop_cfg_set_clone_fd(cfg, 1);
-  fuse_loop_cfg_set_max_threads(cfg, unsigned(opts.max_threads));
-  fuse_loop_cfg_set_idle_threads(cfg, 8);
-  int rc = fuse_session_loop_mt(se, cfg);
-  fuse_loop_cfg_destroy(cfg);
+  WorkerLoopOptions loop;
+  loop.max_workers = unsigned(std::max(opts.max_threads, 1));
+  loop.readers = std::min(std::max(2 * std::thread::hardware_concurrency(), 4u), loop.max_workers);
+  int rc = RunWorkerLoop(se, loop);
   vfs->meta()->StopWatching();  // before the session it notifies goes
   fuse_session_unmount(se);
   fuse_remove_signal_handlers(se);

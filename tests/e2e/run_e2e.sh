@@ -161,6 +161,31 @@ for suite in $SUITES; do
     d="$MNT/concurrency"
     mkdir -p "$d"
     TESSERA_TEST_DIR="$d" "$BIN/e2e_concurrency_test" --gtest_brief=1 || fail concurrency
+    log "lock waiters hold FUSE workers beyond those waiting for requests; then SIGTERM ends the mount"
+    MNT2=$WORK/mnt2
+    mkdir -p "$MNT2"
+    "$TESSERA" mount "$META" "$MNT2" -d --log "$WORK/mount2.log"
+    pid=$(pgrep -f "tessera mount .* $MNT2 -d" | head -1)
+    [ -n "$pid" ] || fail "cannot find mount 2's process"
+    : >"$MNT2/lock"
+    flock "$MNT2/lock" sleep 2 &
+    holder=$!
+    sleep 0.5
+    waiters=()
+    for _ in $(seq 1 12); do
+      timeout 60 flock "$MNT2/lock" true &
+      waiters+=($!)
+    done
+    sleep 0.5
+    workers=$(ps -L -o comm= -p "$pid" | grep -c '^ts-fuse$' || true)
+    for w in "${waiters[@]}"; do wait "$w" || fail "a lock waiter failed or timed out (the unlock found no FUSE worker?)"; done
+    wait "$holder" || fail "the lock holder failed"
+    log "$workers FUSE workers while 12 lock waiters blocked"
+    [ "$workers" -gt 12 ] || fail "only $workers FUSE workers for 12 blocked lock requests"
+    kill -TERM "$pid"
+    for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -0 "$pid" 2>/dev/null && fail "mount 2 still runs 10 s after SIGTERM"
+    mountpoint -q "$MNT2" && fail "mount 2 still mounted after SIGTERM"
     ;;
   faults)
     N=6000
