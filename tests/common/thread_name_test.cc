@@ -21,26 +21,25 @@ std::string CommOf(pid_t tid) {
   return name;
 }
 
-TEST(ThreadNameTest, NamesTheCallingThreadOnly) {
-  const std::string before = CommOf(pid_t(::syscall(SYS_gettid)));
+// The name a new thread shows after naming itself `name`.
+std::string NameShownFor(const char* name) {
   std::string seen;
   std::thread t([&] {
-    NameThisThread("ts-test");
+    NameThisThread(name);
     seen = CommOf(pid_t(::syscall(SYS_gettid)));
   });
   t.join();
-  EXPECT_EQ(seen, "ts-test");
+  return seen;
+}
+
+TEST(ThreadNameTest, NamesTheCallingThreadOnly) {
+  const std::string before = CommOf(pid_t(::syscall(SYS_gettid)));
+  EXPECT_EQ(NameShownFor("ts-test"), "ts-test");
   EXPECT_EQ(CommOf(pid_t(::syscall(SYS_gettid))), before) << "the caller's name changed";
 }
 
 TEST(ThreadNameTest, CutsNamesPastFifteenBytes) {
-  std::string seen;
-  std::thread t([&] {
-    NameThisThread("ts-a-name-far-too-long-for-linux");
-    seen = CommOf(pid_t(::syscall(SYS_gettid)));
-  });
-  t.join();
-  EXPECT_EQ(seen, "ts-a-name-far-t");
+  EXPECT_EQ(NameShownFor("ts-a-name-far-too-long-for-linux"), "ts-a-name-far-t");
 }
 
 }  // namespace
