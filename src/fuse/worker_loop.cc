@@ -181,10 +181,10 @@ int WorkerLoop::Run() {
   // land on this thread, as the kernel prefers; the timeout notices one that
   // another thread took.
   while (!fuse_session_exited(se_)) {
-    timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
+    timespec until;  // on the monotonic clock: a clock step cannot stretch the poll
+    clock_gettime(CLOCK_MONOTONIC, &until);
     until.tv_sec += 1;
-    (void)sem_timedwait(&finished_, &until);
+    (void)sem_clockwait(&finished_, CLOCK_MONOTONIC, &until);
   }
   {
     std::lock_guard<std::mutex> g(mu_);
