@@ -26,6 +26,49 @@ constexpr uint32_t kMaxZeroGap = 64u << 10;
 // written again for each 2,000 writes of 4 KiB). Explicit compactions
 // (`tessera compact`, `gc --compact`: min_slices 2) always run.
 constexpr uint64_t kMaxRewritePerSlice = 8u << 10;
+
+// A piece of a new block: `len` bytes of slice (id, size) at `src`, to go
+// at `dst` in the block.
+struct Fragment {
+  uint64_t id;
+  uint32_t size, src, len, dst;
+};
+
+// Fragments of one slice block that lie closer than this are read with one
+// request and copied apart: a chunk that random 4 KiB writes filled holds a
+// piece per write, and a packed slice keeps its pieces in position order,
+// so a new block's pieces from one packed block lie close together there
+// (one request per piece was 90% of compaction's reads, ~8 us each).
+constexpr uint32_t kMaxReadGap = 32u << 10;
+
+// Reads every fragment into block, grouping those of one slice block.
+// Reorders *fragments; scratch holds a group's span.
+Status ReadFragments(chunk::ChunkStore* store, uint32_t bs, std::vector<Fragment>* fragments, std::string* scratch,
+                     char* block) {
+  auto& f = *fragments;
+  std::sort(f.begin(), f.end(), [](const Fragment& a, const Fragment& b) {
+    return a.id != b.id ? a.id < b.id : a.src < b.src;
+  });
+  for (size_t i = 0; i < f.size();) {
+    uint32_t span_end = f[i].src + f[i].len;
+    size_t j = i + 1;
+    for (; j < f.size() && f[j].id == f[i].id && f[j].src / bs == f[i].src / bs &&
+           f[j].src <= span_end + kMaxReadGap;
+         ++j)
+      span_end = std::max(span_end, f[j].src + f[j].len);
+    if (j == i + 1) {
+      RETURN_IF_ERROR(store->ReadSlice(f[i].id, f[i].size, f[i].src, f[i].len, block + f[i].dst));
+    } else {
+      const uint32_t span = span_end - f[i].src;
+      if (scratch->size() < span) scratch->resize(span);
+      RETURN_IF_ERROR(store->ReadSlice(f[i].id, f[i].size, f[i].src, span, scratch->data()));
+      for (size_t x = i; x < j; ++x) std::memcpy(block + f[x].dst, scratch->data() + (f[x].src - f[i].src), f[x].len);
+    }
+    i = j;
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 Status CompactChunk(meta::Meta* meta, chunk::ChunkStore* store, meta::Ino ino, uint32_t chunk_index,
@@ -76,6 +119,8 @@ Status CompactChunk(meta::Meta* meta, chunk::ChunkStore* store, meta::Ino ino, u
 
   const uint32_t bs = store->config().block_size;
   std::vector<Slice> replacement;
+  std::vector<Fragment> fragments;  // of the block being built
+  std::string scratch;               // spans read for several fragments at once
   // The objects of a replacement that will not be committed. One that cannot
   // be deleted is counted and left to `tessera gc`, which finds it unreferenced.
   auto discard = [&](uint64_t id, uint32_t size) {
@@ -106,8 +151,8 @@ Status CompactChunk(meta::Meta* meta, chunk::ChunkStore* store, meta::Ino ino, u
       std::string block = BufferPool::Default().Sized(n);  // stale bytes: every byte is written below
       const uint32_t start = run.pos + off, end = start + n;
       uint32_t at = start;  // bytes before `at` are written
-      Status st;
-      for (size_t i = next; i < run.pieces.size() && st.ok(); ++i) {
+      fragments.clear();
+      for (size_t i = next; i < run.pieces.size(); ++i) {
         const Slice& p = run.pieces[i];
         if (p.pos >= end) break;
         const uint32_t s = std::max(p.pos, start), e = std::min(p.pos + p.len, end);
@@ -116,10 +161,11 @@ Status CompactChunk(meta::Meta* meta, chunk::ChunkStore* store, meta::Ino ino, u
           continue;
         }
         std::memset(block.data() + (at - start), 0, s - at);  // a gap between pieces reads as zeros
-        st = store->ReadSlice(p.id, p.size, p.off + (s - p.pos), e - s, block.data() + (s - start));
+        fragments.push_back({p.id, p.size, p.off + (s - p.pos), e - s, s - start});
         at = e;
         if (e == p.pos + p.len) next = i + 1;
       }
+      Status st = ReadFragments(store, bs, &fragments, &scratch, block.data());
       if (st.ok()) {
         std::memset(block.data() + (at - start), 0, end - at);
         st = store->StoreNewBlock(*id, k, block);

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <random>
 #include <string>
@@ -229,6 +230,111 @@ TEST(CompactorRewriteTest, RewrittenBlocksHoldExactlyTheVisibleBytes) {
     ASSERT_TRUE(cold.ReadSlice(s.id, s.size, s.off, s.len, bytes.data()).ok());
     ASSERT_TRUE(bytes == want.substr(s.pos, s.len)) << "slice at " << s.pos << " differs from what was written";
   }
+}
+
+// Counts the reads that reach the store.
+class CountingGets final : public object::ObjectStore {
+ public:
+  explicit CountingGets(object::ObjectStore* base) : base_(base) {}
+  std::string Describe() const override { return "counting+" + base_->Describe(); }
+  Status Create() override { return base_->Create(); }
+  Status Put(const std::string& key, std::string_view data) override { return base_->Put(key, data); }
+  Result<std::string> Get(const std::string& key, int64_t off, int64_t len) override {
+    if (++gets > fail_after) return Status::Err(EIO, "injected get failure");
+    return base_->Get(key, off, len);
+  }
+  Status Delete(const std::string& key) override { return base_->Delete(key); }
+  Result<object::ObjectInfo> Head(const std::string& key) override { return base_->Head(key); }
+  Status List(const std::string& prefix, const std::string& start_after, size_t limit,
+              std::vector<object::ObjectInfo>* out, bool* more) override {
+    return base_->List(prefix, start_after, limit, out, more);
+  }
+  int gets = 0;
+  int fail_after = INT32_MAX;  // gets that succeed
+
+ private:
+  object::ObjectStore* const base_;
+};
+
+std::vector<std::string> Keys(object::ObjectStore* store);
+
+// Random small writes over a file leave a packed slice per commit, its
+// pieces in position order: a new block's pieces from one packed block lie
+// close together there, and compaction reads them with one request rather
+// than one per piece (on S3, a round trip each), skipping the bytes
+// overwritten since, and the rewritten blocks hold exactly what was visible.
+TEST(CompactorRewriteTest, PiecesCloseInAPackedBlockAreReadTogether) {
+  constexpr uint32_t kBig = 128 << 10;
+  constexpr uint32_t kFile = 1 << 20;
+  auto m = meta::Open("memory://");
+  ASSERT_TRUE(m.ok());
+  meta::Format format;
+  format.name = "test";
+  format.block_size = kBig;
+  ASSERT_TRUE((*m)->Init(format, false).ok());
+  object::MemoryStore objects("x");
+  chunk::ChunkStore chunks(&objects, chunk::StoreConfig{.block_size = kBig});
+  Config c;
+  c.compact_threshold = 0;
+  Vfs vfs(m->get(), &chunks, c);
+  ASSERT_TRUE(vfs.Start().ok());
+  const meta::Context ctx = meta::Context::Root();
+  Handle* fh = nullptr;
+  meta::Ino ino = 0;
+  meta::Attr attr;
+  ASSERT_TRUE(vfs.Create(ctx, meta::kRootIno, "f", 0644, 022, O_RDWR | O_CREAT, &fh, &ino, &attr).ok());
+  std::string want(kFile, '\0');
+  for (uint32_t i = 0; i < kFile; ++i) want[i] = char('0' + i % 71);
+  ASSERT_TRUE(vfs.Write(ctx, fh, 0, want.data(), want.size()).ok());
+  ASSERT_TRUE(vfs.Fsync(ctx, fh).ok());
+  std::mt19937 rng(11);
+  for (int round = 0; round < 3; ++round) {
+    for (int i = 0; i < 300; ++i) {
+      const uint64_t off = (rng() % (kFile / 1024)) * 1024 + rng() % 3;
+      std::string piece(std::min<uint64_t>(500 + rng() % 700, kFile - off), char('a' + rng() % 26));
+      ASSERT_TRUE(vfs.Write(ctx, fh, off, piece.data(), piece.size()).ok());
+      want.replace(off, piece.size(), piece);
+    }
+    ASSERT_TRUE(vfs.Fsync(ctx, fh).ok());
+  }
+  ASSERT_TRUE(vfs.Release(ctx, fh).ok());
+  std::vector<chunk::Slice> slices;
+  ASSERT_TRUE((*m)->Read(ino, 0, &slices).ok());
+  size_t pieces = 0;
+  for (const chunk::Slice& v : chunk::BuildView(slices)) pieces += v.id != 0;
+  ASSERT_GT(pieces, 500u);
+
+  CountingGets counting(&objects);
+  chunk::ChunkStore cold_counting(&counting, chunk::StoreConfig{.block_size = kBig, .mem_cache_bytes = 0});
+  CompactResult r;
+  // A read failing partway (a span read for several pieces) changes nothing
+  // and leaves no new object behind.
+  const std::vector<std::string> keys = Keys(&objects);
+  counting.fail_after = 10;
+  Status failed = CompactChunk(m->get(), &cold_counting, ino, 0, /*min_slices=*/2, &r);
+  EXPECT_EQ(failed.code(), EIO) << failed.ToString();
+  EXPECT_FALSE(r.changed);
+  std::vector<chunk::Slice> unchanged;
+  ASSERT_TRUE((*m)->Read(ino, 0, &unchanged).ok());
+  EXPECT_EQ(unchanged.size(), slices.size());
+  EXPECT_EQ(Keys(&objects), keys);
+  counting.fail_after = INT32_MAX;
+  counting.gets = 0;
+  ASSERT_TRUE(CompactChunk(m->get(), &cold_counting, ino, 0, /*min_slices=*/2, &r).ok());
+  ASSERT_TRUE(r.changed);
+  EXPECT_EQ(r.slices_after, 1u);
+  // Each of the 8 new blocks reads one span from the base slice's block
+  // under it and one from each packed slice's block, or two where its
+  // pieces cross from a packed slice's first block to its second (~250 KiB
+  // each): at most 8 * (1 + 3 * 2) requests, where a request per piece
+  // would be more than 500.
+  EXPECT_LE(counting.gets, 8 * (1 + 3 * 2)) << pieces << " pieces";
+  chunk::ChunkStore cold(&objects, chunk::StoreConfig{.block_size = kBig, .mem_cache_bytes = 0});
+  ASSERT_TRUE((*m)->Read(ino, 0, &slices).ok());
+  ASSERT_EQ(slices.size(), 1u);
+  std::string got(kFile, '\xee');
+  ASSERT_TRUE(cold.ReadSlice(slices[0].id, slices[0].size, slices[0].off, slices[0].len, got.data()).ok());
+  for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(got[i], want[i]) << "byte " << i << " after compaction";
 }
 
 // A compaction whose upload fails partway (some of its new blocks stored,
