@@ -8,6 +8,7 @@
 #include <signal.h>
 
 #include <atomic>
+#include <chrono>
 #include <cerrno>
 #include <condition_variable>
 #include <cstdlib>
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "common/log.h"
+#include "common/metrics.h"
 #include "common/thread_name.h"
 
 namespace tessera::fuse {
@@ -77,6 +79,8 @@ class WorkerLoop {
   std::atomic<unsigned> reading_{0};
   std::atomic<bool> exit_{false};  // set under mu_
   int error_ = 0;                  // guarded by mu_: what ended the session, if an error
+  uint64_t start_failures_ = 0;    // guarded by mu_: workers that could not be started
+  std::chrono::steady_clock::time_point last_start_warning_;  // guarded by mu_
 };
 
 // Entry and Work are the only instrumented frames on a worker's stack when
@@ -110,7 +114,18 @@ bool WorkerLoop::StartWorkerLocked() {
   if (rc != 0) {
     reading_.fetch_sub(1);
     // The request waits for a worker that is busy now: slower, not lost.
-    LOG_WARN("FUSE: cannot start another request worker ({} running): {}", workers_.size(), std::strerror(rc));
+    // Under a thread limit every request may try again, so each failure is
+    // counted and the warning repeats at most once a minute.
+    static metrics::Counter* const failures =
+        metrics::NewCounter("tessera_fuse_worker_start_failures_total",
+                            "FUSE request workers that could not be started (the request waited for a busy one)");
+    failures->Inc();
+    const auto now = std::chrono::steady_clock::now();
+    if (start_failures_++ == 0 || now - last_start_warning_ >= std::chrono::minutes(1)) {
+      LOG_WARN("FUSE: cannot start another request worker ({} running, {} failed so far): {}", workers_.size(),
+               start_failures_, std::strerror(rc));
+      last_start_warning_ = now;
+    }
     return false;
   }
   workers_.push_back(std::move(w));

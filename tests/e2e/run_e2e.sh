@@ -77,6 +77,25 @@ objects_left_after_wait() {
   done
   echo "$left"
 }
+# A fresh pids cgroup (v1 hierarchy, or v2 with the pids controller), printed;
+# fails if there is none this user can make.
+pids_cgroup() {
+  local base d
+  for base in /sys/fs/cgroup/pids /sys/fs/cgroup; do
+    [ -f "$base/cgroup.procs" ] || continue
+    if [ "$base" = /sys/fs/cgroup ]; then grep -qw pids "$base/cgroup.subtree_control" 2>/dev/null || continue; fi
+    d=$base/tessera-e2e-$$
+    if mkdir "$d" 2>/dev/null; then
+      # A subshell joins it and exits: processes can be put there.
+      if [ -f "$d/pids.max" ] && (echo "$BASHPID" >"$d/cgroup.procs") 2>/dev/null; then
+        echo "$d"
+        return 0
+      fi
+      rmdir "$d" 2>/dev/null || true
+    fi
+  done
+  return 1
+}
 # The POSIX suites test extended attributes, which are off by default.
 mount_volume() {
   "$TESSERA" mount "$META" "$MNT" -d --log "$WORK/mount.log" --enable-xattr "$@"
@@ -186,6 +205,30 @@ for suite in $SUITES; do
     for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
     kill -0 "$pid" 2>/dev/null && fail "mount 2 still runs 10 s after SIGTERM"
     mountpoint -q "$MNT2" && fail "mount 2 still mounted after SIGTERM"
+    log "a mount that may start no more threads (a pids cgroup at its count) still answers every request"
+    if cg=$(pids_cgroup); then
+      bash -c 'echo $$ >"$1/cgroup.procs" && exec "$2" mount "$3" "$4" -d --log "$5"' \
+        _ "$cg" "$TESSERA" "$META" "$MNT2" "$WORK/mount3.log" || fail "mount in a pids cgroup"
+      cat "$cg/pids.current" >"$cg/pids.max"
+      head -c 4000000 /dev/urandom >"$WORK/limited.blob"
+      writers=()
+      for i in $(seq 1 16); do
+        (cp "$WORK/limited.blob" "$MNT2/limited$i" && cmp "$WORK/limited.blob" "$MNT2/limited$i") &
+        writers+=($!)
+      done
+      for w in "${writers[@]}"; do wait "$w" || { echo max >"$cg/pids.max"; fail "a copy through the thread-limited mount failed or differs"; }; done
+      failed=$(grep '^tessera_fuse_worker_start_failures_total' "$MNT2/.stats" | awk '{print $2}')
+      warned=$(grep -c "cannot start another request worker" "$WORK/mount3.log" || true)
+      echo max >"$cg/pids.max"
+      "$TESSERA" umount "$MNT2" || fail "unmounting the thread-limited mount"
+      for _ in $(seq 1 50); do [ "$(cat "$cg/pids.current")" -eq 0 ] && break; sleep 0.1; done
+      rmdir "$cg" || true
+      log "$failed FUSE workers could not start; $warned warning(s) in the log"
+      [ "${failed:-0}" -gt 0 ] || fail "no worker start failed under the pids limit (nothing tested)"
+      [ "$warned" -ge 1 ] && [ "$warned" -le 2 ] || fail "$warned warnings for $failed failures: not rate-limited"
+    else
+      log "SKIPPED: no writable pids cgroup on this machine"
+    fi
     ;;
   faults)
     N=6000
