@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -186,10 +187,15 @@ Status AppendSlicesTx(kv::Txn& tx, const std::string& key, std::string value, co
   for (const Slice& s : added) chunk::AppendSlice(&value, s);
   // Dropping the slices the new ones hide costs a view of the whole list,
   // so a long list (random writes before compaction catches up) is pruned
-  // once per kPruneEvery appended slices rather than at every commit.
+  // once per `step` appended records rather than at every commit: 1,024,
+  // or half the list's length once that is more, so that the views cost
+  // O(log n) per record appended however long the list grows, and the
+  // records hidden but kept are at most half the list. The Redis function
+  // (append_slices) follows the same rule.
   constexpr size_t kPruneAlways = 256, kPruneEvery = 1024;
+  const size_t step = std::max<size_t>(kPruneEvery, std::bit_floor(old_count) / 2);
   const bool prune = old_count + added.size() > 1 &&
-                     (old_count < kPruneAlways || old_count / kPruneEvery != (old_count + added.size()) / kPruneEvery);
+                     (old_count < kPruneAlways || old_count / step != (old_count + added.size()) / step);
   if (prune) {
     std::vector<Slice> slices = chunk::DecodeSlices(value);
     // A slice is visible iff its id is in the view. A packed slice has
