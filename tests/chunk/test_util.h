@@ -6,7 +6,9 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <cstdint>
 #include <filesystem>
 #include <random>
 #include <string>
@@ -40,7 +42,7 @@ class TempDir {
 };
 
 // Forwards to another store, counting calls; Get can be slowed down so that
-// concurrent readers pile up behind it.
+// concurrent readers pile up behind it, or made to fail.
 class CountingStore final : public object::ObjectStore {
  public:
   explicit CountingStore(object::ObjectStore* base) : base_(base) {}
@@ -52,7 +54,7 @@ class CountingStore final : public object::ObjectStore {
     return base_->Put(key, data);
   }
   Result<std::string> Get(const std::string& key, int64_t off, int64_t len) override {
-    gets.fetch_add(1);
+    if (gets.fetch_add(1) >= fail_gets_after) return Status::Err(EIO, "injected get failure");
     if (get_delay.count() > 0) std::this_thread::sleep_for(get_delay);
     return base_->Get(key, off, len);
   }
@@ -66,6 +68,7 @@ class CountingStore final : public object::ObjectStore {
   std::atomic<int> gets{0};
   std::atomic<int> puts{0};
   std::chrono::milliseconds get_delay{0};  // set before concurrent use
+  int fail_gets_after = INT32_MAX;         // gets that succeed before EIO; set before concurrent use
 
  private:
   object::ObjectStore* const base_;

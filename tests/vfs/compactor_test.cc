@@ -16,6 +16,7 @@
 #include <gtest/gtest.h>
 
 #include "common/buffer_pool.h"
+#include "../chunk/test_util.h"
 #include "object/memory_store.h"
 #include "vfs/compactor.h"
 #include "vfs/file_data.h"
@@ -156,29 +157,52 @@ TEST_F(CompactorTest, ChunkNotWorthItIsCheckedAgainOnlyWhenItsCountMoves) {
   EXPECT_EQ(slices.size(), 20u) << "a background compaction rewrote the chunk";
 }
 
+// A volume of `block`-byte blocks on the memory engine and a memory store,
+// no background compaction, with an empty file "f" open read-write.
+struct BigBlockVolume {
+  void Open(uint32_t block) {
+    auto opened = meta::Open("memory://");
+    ASSERT_TRUE(opened.ok());
+    m = std::move(*opened);
+    meta::Format format;
+    format.name = "test";
+    format.block_size = block;
+    ASSERT_TRUE(m->Init(format, false).ok());
+    chunks = std::make_unique<chunk::ChunkStore>(&objects, chunk::StoreConfig{.block_size = block});
+    Config c;
+    c.compact_threshold = 0;
+    vfs = std::make_unique<Vfs>(m.get(), chunks.get(), c);
+    ASSERT_TRUE(vfs->Start().ok());
+    meta::Attr attr;
+    ASSERT_TRUE(
+        vfs->Create(meta::Context::Root(), meta::kRootIno, "f", 0644, 022, O_RDWR | O_CREAT, &fh, &ino, &attr).ok());
+  }
+  ~BigBlockVolume() { vfs.reset(); }
+
+  std::unique_ptr<meta::Meta> m;
+  object::MemoryStore objects{"x"};
+  std::unique_ptr<chunk::ChunkStore> chunks;
+  std::unique_ptr<Vfs> vfs;
+  Handle* fh = nullptr;
+  meta::Ino ino = 0;
+};
+
 // The rewrite reads each new block into a pooled buffer, whose old bytes
 // must never show: random overlapping writes (some across block edges, some
 // far apart: separate runs, holes between) over several commits, compacted
 // explicitly with the pool full of buffers of 0xAB, read back byte for byte.
 TEST(CompactorRewriteTest, RewrittenBlocksHoldExactlyTheVisibleBytes) {
   constexpr uint32_t kBig = 128 << 10;  // pooled buffers are at least 64 KiB
-  auto m = meta::Open("memory://");
-  ASSERT_TRUE(m.ok());
-  meta::Format format;
-  format.name = "test";
-  format.block_size = kBig;
-  ASSERT_TRUE((*m)->Init(format, false).ok());
-  object::MemoryStore objects("x");
-  chunk::ChunkStore chunks(&objects, chunk::StoreConfig{.block_size = kBig});
-  Config c;
-  c.compact_threshold = 0;
-  Vfs vfs(m->get(), &chunks, c);
-  ASSERT_TRUE(vfs.Start().ok());
+  BigBlockVolume vol;
+  ASSERT_NO_FATAL_FAILURE(vol.Open(kBig));
+  auto& m = vol.m;
+  auto& objects = vol.objects;
+  auto& chunks = *vol.chunks;
+  auto& vfs = *vol.vfs;
   const meta::Context ctx = meta::Context::Root();
-  Handle* fh = nullptr;
-  meta::Ino ino = 0;
+  Handle* fh = vol.fh;
+  meta::Ino ino = vol.ino;
   meta::Attr attr;
-  ASSERT_TRUE(vfs.Create(ctx, meta::kRootIno, "f", 0644, 022, O_RDWR | O_CREAT, &fh, &ino, &attr).ok());
   std::mt19937 rng(7);
   std::string want;
   for (int round = 0; round < 6; ++round) {
@@ -204,12 +228,12 @@ TEST(CompactorRewriteTest, RewrittenBlocksHoldExactlyTheVisibleBytes) {
   ASSERT_TRUE(vfs.Fsync(ctx, fh).ok());
   ASSERT_TRUE(vfs.Release(ctx, fh).ok());
   std::vector<chunk::Slice> slices;
-  ASSERT_TRUE((*m)->Read(ino, 0, &slices).ok());
+  ASSERT_TRUE(m->Read(ino, 0, &slices).ok());
   ASSERT_GT(slices.size(), 6u);
   for (int i = 0; i < 40; ++i) BufferPool::Default().Give(std::string(kBig, '\xab'));
 
   CompactResult r;
-  ASSERT_TRUE(CompactChunk(m->get(), &chunks, ino, 0, /*min_slices=*/2, &r).ok());
+  ASSERT_TRUE(CompactChunk(m.get(), &chunks, ino, 0, /*min_slices=*/2, &r).ok());
   ASSERT_TRUE(r.changed);
   EXPECT_GE(r.slices_after, 3u) << "the writes at 2 MiB and at 3 MiB should make runs of their own";
   // What the mount reads (the rewritten blocks sit in its memory cache)...
@@ -223,7 +247,7 @@ TEST(CompactorRewriteTest, RewrittenBlocksHoldExactlyTheVisibleBytes) {
   for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(got[i], want[i]) << "byte " << i << " after compaction";
   // ... and what the objects hold, read without any cache.
   chunk::ChunkStore cold(&objects, chunk::StoreConfig{.block_size = kBig, .mem_cache_bytes = 0});
-  ASSERT_TRUE((*m)->Read(ino, 0, &slices).ok());
+  ASSERT_TRUE(m->Read(ino, 0, &slices).ok());
   ASSERT_EQ(slices.size(), r.slices_after);
   for (const chunk::Slice& s : slices) {
     std::string bytes(s.len, '\xee');
@@ -231,30 +255,6 @@ TEST(CompactorRewriteTest, RewrittenBlocksHoldExactlyTheVisibleBytes) {
     ASSERT_TRUE(bytes == want.substr(s.pos, s.len)) << "slice at " << s.pos << " differs from what was written";
   }
 }
-
-// Counts the reads that reach the store.
-class CountingGets final : public object::ObjectStore {
- public:
-  explicit CountingGets(object::ObjectStore* base) : base_(base) {}
-  std::string Describe() const override { return "counting+" + base_->Describe(); }
-  Status Create() override { return base_->Create(); }
-  Status Put(const std::string& key, std::string_view data) override { return base_->Put(key, data); }
-  Result<std::string> Get(const std::string& key, int64_t off, int64_t len) override {
-    if (++gets > fail_after) return Status::Err(EIO, "injected get failure");
-    return base_->Get(key, off, len);
-  }
-  Status Delete(const std::string& key) override { return base_->Delete(key); }
-  Result<object::ObjectInfo> Head(const std::string& key) override { return base_->Head(key); }
-  Status List(const std::string& prefix, const std::string& start_after, size_t limit,
-              std::vector<object::ObjectInfo>* out, bool* more) override {
-    return base_->List(prefix, start_after, limit, out, more);
-  }
-  int gets = 0;
-  int fail_after = INT32_MAX;  // gets that succeed
-
- private:
-  object::ObjectStore* const base_;
-};
 
 std::vector<std::string> Keys(object::ObjectStore* store);
 
@@ -266,23 +266,15 @@ std::vector<std::string> Keys(object::ObjectStore* store);
 TEST(CompactorRewriteTest, PiecesCloseInAPackedBlockAreReadTogether) {
   constexpr uint32_t kBig = 128 << 10;
   constexpr uint32_t kFile = 1 << 20;
-  auto m = meta::Open("memory://");
-  ASSERT_TRUE(m.ok());
-  meta::Format format;
-  format.name = "test";
-  format.block_size = kBig;
-  ASSERT_TRUE((*m)->Init(format, false).ok());
-  object::MemoryStore objects("x");
-  chunk::ChunkStore chunks(&objects, chunk::StoreConfig{.block_size = kBig});
-  Config c;
-  c.compact_threshold = 0;
-  Vfs vfs(m->get(), &chunks, c);
-  ASSERT_TRUE(vfs.Start().ok());
+  BigBlockVolume vol;
+  ASSERT_NO_FATAL_FAILURE(vol.Open(kBig));
+  auto& m = vol.m;
+  auto& objects = vol.objects;
+  auto& vfs = *vol.vfs;
   const meta::Context ctx = meta::Context::Root();
-  Handle* fh = nullptr;
-  meta::Ino ino = 0;
+  Handle* fh = vol.fh;
+  meta::Ino ino = vol.ino;
   meta::Attr attr;
-  ASSERT_TRUE(vfs.Create(ctx, meta::kRootIno, "f", 0644, 022, O_RDWR | O_CREAT, &fh, &ino, &attr).ok());
   std::string want(kFile, '\0');
   for (uint32_t i = 0; i < kFile; ++i) want[i] = char('0' + i % 71);
   ASSERT_TRUE(vfs.Write(ctx, fh, 0, want.data(), want.size()).ok());
@@ -299,28 +291,28 @@ TEST(CompactorRewriteTest, PiecesCloseInAPackedBlockAreReadTogether) {
   }
   ASSERT_TRUE(vfs.Release(ctx, fh).ok());
   std::vector<chunk::Slice> slices;
-  ASSERT_TRUE((*m)->Read(ino, 0, &slices).ok());
+  ASSERT_TRUE(m->Read(ino, 0, &slices).ok());
   size_t pieces = 0;
   for (const chunk::Slice& v : chunk::BuildView(slices)) pieces += v.id != 0;
   ASSERT_GT(pieces, 500u);
 
-  CountingGets counting(&objects);
+  chunk::testing::CountingStore counting(&objects);
   chunk::ChunkStore cold_counting(&counting, chunk::StoreConfig{.block_size = kBig, .mem_cache_bytes = 0});
   CompactResult r;
   // A read failing partway (a span read for several pieces) changes nothing
   // and leaves no new object behind.
   const std::vector<std::string> keys = Keys(&objects);
-  counting.fail_after = 10;
-  Status failed = CompactChunk(m->get(), &cold_counting, ino, 0, /*min_slices=*/2, &r);
+  counting.fail_gets_after = 10;
+  Status failed = CompactChunk(m.get(), &cold_counting, ino, 0, /*min_slices=*/2, &r);
   EXPECT_EQ(failed.code(), EIO) << failed.ToString();
   EXPECT_FALSE(r.changed);
   std::vector<chunk::Slice> unchanged;
-  ASSERT_TRUE((*m)->Read(ino, 0, &unchanged).ok());
+  ASSERT_TRUE(m->Read(ino, 0, &unchanged).ok());
   EXPECT_EQ(unchanged.size(), slices.size());
   EXPECT_EQ(Keys(&objects), keys);
-  counting.fail_after = INT32_MAX;
+  counting.fail_gets_after = INT32_MAX;
   counting.gets = 0;
-  ASSERT_TRUE(CompactChunk(m->get(), &cold_counting, ino, 0, /*min_slices=*/2, &r).ok());
+  ASSERT_TRUE(CompactChunk(m.get(), &cold_counting, ino, 0, /*min_slices=*/2, &r).ok());
   ASSERT_TRUE(r.changed);
   EXPECT_EQ(r.slices_after, 1u);
   // Each of the 8 new blocks reads one span from the base slice's block
@@ -330,7 +322,7 @@ TEST(CompactorRewriteTest, PiecesCloseInAPackedBlockAreReadTogether) {
   // would be more than 500.
   EXPECT_LE(counting.gets, 8 * (1 + 3 * 2)) << pieces << " pieces";
   chunk::ChunkStore cold(&objects, chunk::StoreConfig{.block_size = kBig, .mem_cache_bytes = 0});
-  ASSERT_TRUE((*m)->Read(ino, 0, &slices).ok());
+  ASSERT_TRUE(m->Read(ino, 0, &slices).ok());
   ASSERT_EQ(slices.size(), 1u);
   std::string got(kFile, '\xee');
   ASSERT_TRUE(cold.ReadSlice(slices[0].id, slices[0].size, slices[0].off, slices[0].len, got.data()).ok());
