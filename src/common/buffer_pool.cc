@@ -1,5 +1,8 @@
 #include "common/buffer_pool.h"
 
+#include <algorithm>
+#include <iterator>
+
 namespace tessera {
 
 BufferPool& BufferPool::Default() {
@@ -11,6 +14,7 @@ std::string BufferPool::Pop(size_t capacity) {
   std::string out;
   if (capacity < kMinBytes) return out;
   std::lock_guard<std::mutex> g(mu_);
+  last_asked_ = std::chrono::steady_clock::now();
   for (size_t i = free_.size(); i-- > 0;) {  // the most recently kept first: its pages are warm
     const size_t room = free_[i].capacity();
     if (room < capacity || room > 2 * capacity) continue;
@@ -51,7 +55,7 @@ void BufferPool::Give(std::string&& s) {
   const size_t room = buf.capacity();
   if (room < kMinBytes) return;
   std::lock_guard<std::mutex> g(mu_);
-  if (kept_ + room > kMaxBytes) return;  // freed as the lock goes (buf is destroyed after g)
+  if (kept_ + room > limit_) return;  // freed as the lock goes (buf is destroyed after g)
   kept_ += room;
   free_.push_back(std::move(buf));  // with its length, for Sized
 }
@@ -69,6 +73,28 @@ std::shared_ptr<const std::string> BufferPool::Share(std::string&& s) {
     std::unique_ptr<std::string> owned(const_cast<std::string*>(p));
     Give(std::move(*owned));
   });
+}
+
+void BufferPool::set_limit(size_t bytes) {
+  std::lock_guard<std::mutex> g(mu_);
+  limit_ = std::max(bytes, kMaxBytes);
+}
+
+size_t BufferPool::limit() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return limit_;
+}
+
+size_t BufferPool::TrimIdle(std::chrono::steady_clock::duration idle) {
+  std::vector<std::string> freed;  // destroyed after the lock goes
+  std::lock_guard<std::mutex> g(mu_);
+  if (kept_ <= kMaxBytes || std::chrono::steady_clock::now() - last_asked_ < idle) return 0;
+  size_t n = 0, bytes = 0;
+  while (n < free_.size() && kept_ - bytes > kMaxBytes) bytes += free_[n++].capacity();
+  freed.assign(std::make_move_iterator(free_.begin()), std::make_move_iterator(free_.begin() + ptrdiff_t(n)));
+  free_.erase(free_.begin(), free_.begin() + ptrdiff_t(n));
+  kept_ -= bytes;
+  return bytes;
 }
 
 size_t BufferPool::kept_bytes() const {

@@ -5,10 +5,14 @@
 // memory block cache when it lets a block go (Share) and from callers that
 // are done with one (Give), and leave again by Take.
 //
-// A bounded pool: buffers of at least kMinBytes, and at most kMaxBytes
-// kept in all; what does not fit is freed as before. Thread-safe.
+// A bounded pool: buffers of at least kMinBytes, and at most limit() bytes
+// kept in all (kMaxBytes unless a mount sets it from its write buffer's
+// size); what does not fit is freed as before. A pool that keeps more than
+// kMaxBytes gives the excess back to the allocator once nothing has been
+// taken from it for a while (TrimIdle). Thread-safe.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <memory>
 #include <mutex>
@@ -46,6 +50,19 @@ class BufferPool {
   // last reference goes.
   std::shared_ptr<const std::string> Share(std::string&& s);
 
+  // The most buffer room kept at once; never below kMaxBytes. A mount sets
+  // it to half its write buffer: two files committing 64 MiB buffers at
+  // once each pack them into a pool's worth of blocks, and with 64 MiB kept
+  // the second took fresh memory every time (16,000 page faults, 150-400 ms
+  // for the write that froze it, on a VM where a fault costs ~15 us).
+  void set_limit(size_t bytes);
+  size_t limit() const;
+  // Frees kept buffers beyond kMaxBytes (those kept longest, mostly) when no Take,
+  // Copy or Sized has asked the pool for `idle` (so that memory a burst of
+  // writes left here goes back once the writing stops). Returns the bytes
+  // freed.
+  size_t TrimIdle(std::chrono::steady_clock::duration idle);
+
   // Bytes of buffer room kept now (tests, stats).
   size_t kept_bytes() const;
 
@@ -55,8 +72,10 @@ class BufferPool {
   std::string Pop(size_t capacity);
 
   mutable std::mutex mu_;
-  std::vector<std::string> free_;  // guarded by mu_
+  std::vector<std::string> free_;  // guarded by mu_: the most recently kept last
   size_t kept_ = 0;                // guarded by mu_: the capacities of free_
+  size_t limit_ = kMaxBytes;       // guarded by mu_
+  std::chrono::steady_clock::time_point last_asked_;  // guarded by mu_
 };
 
 }  // namespace tessera

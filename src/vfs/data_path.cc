@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "common/buffer_pool.h"
 #include "common/log.h"
 #include "common/thread_name.h"
 #include "vfs/compactor.h"
@@ -51,6 +52,8 @@ void DataPath::EmitMetrics(metrics::Emitter& e) const {
   }
   e.Gauge("tessera_buffer_used_bytes", "Bytes written and not yet uploaded (the write buffer)", {}, double(buffered));
   e.Gauge("tessera_buffer_limit_bytes", "The write buffer's size (--buffer-size)", {}, double(buffer_limit_));
+  e.Gauge("tessera_buffer_pool_bytes", "Block buffers kept for reuse (freed beyond 64 MiB after 10 s unused)", {},
+          double(BufferPool::Default().kept_bytes()));
   e.Gauge("tessera_uploads_in_flight", "Block uploads submitted and not finished", {}, double(inflight));
   e.Gauge("tessera_compactions_deferred", "Writeback: chunks waiting to go quiet before compaction", {},
           double(deferred));

@@ -11,6 +11,7 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "common/buffer_pool.h"
 #include "common/log.h"
 #include "common/thread_name.h"
 #include "vfs/meta_backup.h"
@@ -27,6 +28,9 @@ Vfs::Vfs(meta::Meta* meta, chunk::ChunkStore* store, Config config)
       config_(std::move(config)),
       data_(std::make_unique<DataPath>(meta, store, config_.buffer_size, config_.file_buffer_limit,
                                        config_.max_uploads)) {
+  // Two files' commits pack their buffers into pool blocks at once: keep
+  // up to half the write buffer for them (trimmed once writing stops).
+  BufferPool::Default().set_limit(config_.buffer_size / 2);
   data_->set_max_readahead(config_.max_readahead);
   data_->set_max_uncommitted_age(std::chrono::milliseconds(config_.max_uncommitted_age_ms));
   // A local-directory bucket reads a range as fast as a cached block is
@@ -116,6 +120,9 @@ void Vfs::BackgroundLoop() {
   // with the writers instead of taking max_items per interval.
   constexpr int kBusyWaitMs = 50;
   constexpr size_t kDeleteThreads = 8;
+  // Block buffers a burst of writes left in the pool go back to the
+  // allocator once nothing asked for one for this long.
+  constexpr auto kPoolIdle = std::chrono::seconds(10);
   bool busy = false;
   std::unique_lock<std::mutex> lk(bg_mu_);
   while (!stopping_) {
@@ -138,6 +145,7 @@ void Vfs::BackgroundLoop() {
     }
     for (const auto& file : open) file->Tick();
     open.clear();
+    BufferPool::Default().TrimIdle(kPoolIdle);
     auto r = meta_->CleanupDeleted(deleter, 1000, kDeleteThreads);
     busy = r.ok() && *r > 0;
     CountJob(kCleanup, r.status());

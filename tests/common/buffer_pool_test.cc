@@ -1,10 +1,14 @@
 // BufferPool (common/buffer_pool.h): buffers come back and are handed out
 // again without a new allocation, small ones are not kept, the pool's bound
-// holds, and a shared block returns its buffer only when its last
-// reference goes.
+// holds (a raised one until the pool goes idle), and a shared block returns
+// its buffer only when its last reference goes.
 #include "common/buffer_pool.h"
 
 #include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
 
 namespace tessera {
 namespace {
@@ -97,6 +101,35 @@ TEST(BufferPoolTest, ASharedBlockReturnsItsBufferAfterItsLastReference) {
   EXPECT_EQ(*small, std::string(10, 'q'));
   small.reset();
   EXPECT_EQ(pool.kept_bytes(), 0u);
+}
+
+TEST(BufferPoolTest, ARaisedLimitKeepsMoreUntilThePoolGoesIdle) {
+  BufferPool pool;
+  pool.set_limit(BufferPool::kMaxBytes / 2);
+  EXPECT_EQ(pool.limit(), BufferPool::kMaxBytes) << "never below the default";
+  pool.set_limit(2 * BufferPool::kMaxBytes);
+  std::vector<std::string> blocks;  // as two files' commits pack their buffers at once
+  for (size_t i = 0; i < 2 * BufferPool::kMaxBytes / kBlock; ++i) blocks.push_back(pool.Take(kBlock));
+  for (auto& b : blocks) {
+    b.assign(kBlock, 'z');  // touched, as packing does
+    pool.Give(std::move(b));
+  }
+  EXPECT_GE(pool.kept_bytes(), 2 * BufferPool::kMaxBytes - 2 * kBlock) << "all of them come back for the next commit";
+
+  EXPECT_EQ(pool.TrimIdle(std::chrono::hours(1)), 0u) << "asked a moment ago: nothing is trimmed";
+  EXPECT_GE(pool.kept_bytes(), 2 * BufferPool::kMaxBytes - 2 * kBlock);
+
+  const size_t before = pool.kept_bytes();
+  const size_t freed = pool.TrimIdle(std::chrono::seconds(0));
+  EXPECT_EQ(pool.kept_bytes(), before - freed);
+  EXPECT_LE(pool.kept_bytes(), BufferPool::kMaxBytes) << "an idle pool goes back to the default bound";
+  EXPECT_GE(pool.kept_bytes(), BufferPool::kMaxBytes - 2 * kBlock) << "and keeps that much";
+  EXPECT_EQ(pool.TrimIdle(std::chrono::seconds(0)), 0u);
+
+  // What is kept is still handed out.
+  std::string again = pool.Take(kBlock);
+  EXPECT_GE(again.capacity(), kBlock);
+  EXPECT_LE(pool.kept_bytes(), BufferPool::kMaxBytes - kBlock + kBlock / 2);
 }
 
 }  // namespace
