@@ -226,11 +226,16 @@ Status FileData::Write(const meta::Context& ctx, uint64_t off, const char* data,
   }
   const bool stale = now - oldest_pending_ >= dp_->max_uncommitted_age();
   if (buffer_.bytes() >= dp_->file_buffer_limit() || unbatched >= kMaxFrozenSlices || stale) {
-    // Commit in the background while writing goes on (one batch at a time;
-    // a writer that catches up with it waits in CommitLocked). A failure is
-    // reported by the next Commit (fsync, close), as for any buffered write.
-    if (!batch_) return StartBatchLocked(ctx, /*freeze_buffer=*/true);
-    return CommitLocked(ctx);
+    // Commit in the background while writing goes on, one batch at a time.
+    // A failure is reported by the next Commit (fsync, close), as for any
+    // buffered write. A writer that catches up with the running batch waits
+    // for it (that bounds what one file holds: the batch and one buffer),
+    // then commits its buffer in the background too, not inline: an inline
+    // commit kept the writer (and every other writer of the file) waiting
+    // for a whole buffer's uploads and engine commit on top of the batch.
+    FinishBatchLocked();
+    if (!unreported_.ok()) return unreported_;  // as above: until fsync or close reports it
+    return StartBatchLocked(ctx, /*freeze_buffer=*/true);
   }
   // A long stream commits its uploaded blocks in the background, leaving
   // the buffer's partial block to the stream.

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -24,6 +25,11 @@ class FlakyStore final : public object::ObjectStore {
   Status Create() override { return Status::OK(); }
   Status Put(const std::string& key, std::string_view data) override {
     put_attempts.fetch_add(1);
+    if (const uint64_t id = SliceIdOf(key); id != 0 && id >= hold_puts_from.load()) {
+      puts_held++;
+      while (id >= hold_puts_from.load()) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      puts_held--;
+    }
     if (blocked.load()) return Status::Err(put_error.load(), "store unavailable");
     if (fail_next.load() > 0 && fail_next.fetch_sub(1) > 0) return Status::Err(put_error.load(), "injected put failure");
     if (put_room_bytes.load() >= 0) {
@@ -74,9 +80,22 @@ class FlakyStore final : public object::ObjectStore {
   std::atomic<int64_t> put_room_bytes{-1};  // < 0: no limit
   std::atomic<bool> gets_blocked{false};
   std::atomic<bool> deletes_hang{false};  // Delete waits while set
+  // Puts of a slice's blocks wait while the slice id is at least this (an
+  // upload that takes long: a slow object store).
+  std::atomic<uint64_t> hold_puts_from{UINT64_MAX};
+  std::atomic<int> puts_held{0};
   std::atomic<int> deletes_hanging{0};
 
  private:
+  // The slice id of a block's key (chunk::BlockKey: .../ID_INDEX_LEN); 0 if none.
+  static uint64_t SliceIdOf(const std::string& key) {
+    const size_t slash = key.rfind('/');
+    const size_t start = slash == std::string::npos ? 0 : slash + 1;
+    uint64_t id = 0;
+    for (size_t i = start; i < key.size() && key[i] >= '0' && key[i] <= '9'; ++i) id = id * 10 + uint64_t(key[i] - '0');
+    return key.find('_', start) == std::string::npos ? 0 : id;
+  }
+
   std::mutex room_mu_;
   object::MemoryStore base_{"flaky"};
 };

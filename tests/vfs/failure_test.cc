@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <random>
@@ -338,6 +339,55 @@ TEST_F(VfsFailureTest, FailedBackgroundCommitFailsLaterWritesUntilReported) {
   ASSERT_TRUE(Write(fh, 3 * kBlock, later).ok());
   EXPECT_TRUE(vfs_->Release(ctx_, fh).ok());
   EXPECT_EQ(Read(ino, 4 * kBlock), committed + later);
+}
+
+// A writer that fills its buffer again while the commit of the one before is
+// still running waits for that commit (what bounds what one file holds), then
+// commits the new buffer in the background too. It used to commit it inline:
+// the write (and every other of the file) waited for all of that buffer's
+// uploads (on S3, a whole buffer's) and its engine commit.
+TEST_F(VfsFailureTest, AWriterThatCatchesUpWithItsCommitDoesNotWaitForItsOwnUploads) {
+  Config c = BaseConfig();
+  c.file_buffer_limit = 64 << 10;
+  ASSERT_NO_FATAL_FAILURE(StartVfs(c));
+  std::mt19937_64 rng(11);
+  meta::Ino ino = 0;
+  Handle* fh = Create("catching-up", &ino);
+  ASSERT_NE(fh, nullptr);
+  std::string expect(280 << 10, '\0');
+  // Descending 2 KiB writes stay buffered (never cut into blocks) until the
+  // 64 KiB limit is crossed; 72 KiB of them cross it once.
+  auto fill = [&](uint64_t top) {
+    Status st;
+    for (uint64_t off = top; off > top - (72u << 10) && st.ok(); off -= 2048) {
+      const std::string b = Bytes(rng, 2048);
+      expect.replace(off - 2048, 2048, b);
+      st = Write(fh, off - 2048, b);
+    }
+    return st;
+  };
+  objects_.hold_puts_from = 1;  // every upload waits: a slow store
+  ASSERT_TRUE(fill(140 << 10).ok()) << "the first buffer's commit runs in the background";
+  std::atomic<bool> returned{false};
+  Status second;
+  std::thread writer([&] {
+    second = fill(280 << 10);
+    returned = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_FALSE(returned.load()) << "the second buffer did not wait for the first one's commit";
+  auto next = meta_->NewSliceId();
+  ASSERT_TRUE(next.ok());
+  objects_.hold_puts_from = *next;  // the first commit's uploads go on, the second's still wait
+  for (int i = 0; i < 500 && !returned.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_TRUE(returned.load()) << "the writer waited for its own buffer's uploads";
+  EXPECT_GT(objects_.puts_held.load(), 0) << "the second buffer's uploads were not held: nothing was tested";
+  objects_.hold_puts_from = UINT64_MAX;
+  writer.join();
+  EXPECT_TRUE(second.ok()) << second.ToString();
+  ASSERT_TRUE(vfs_->Fsync(ctx_, fh).ok());
+  EXPECT_TRUE(vfs_->Release(ctx_, fh).ok());
+  EXPECT_EQ(Read(ino, expect.size()), expect);
 }
 
 // Bytes written and not yet uploaded, across the data path (its gauge).
