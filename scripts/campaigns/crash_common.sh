@@ -4,7 +4,8 @@
 #
 # Before sourcing, a script sets CAMPAIGN (a short name for messages). After
 # sourcing it calls campaign_init ENGINE, then uses:
-#   TESSERA       the binary ($TESSERA, default build/src/tessera in the repo)
+#   TESSERA       the binary ($TESSERA, default build/src/tessera in the repo;
+#                 campaign_init copies it into WORK and points TESSERA there)
 #   WORKLOAD      tests/tools/crash_workload.py
 #   WORK, MNT     the campaign's temporary directory and mount point
 #   META          the volume's metadata URL
@@ -38,6 +39,11 @@ campaign_init() {
   MNT=$WORK/mnt
   mkdir -p "$MNT" "$WORK/logs"
   trap campaign_cleanup EXIT
+  # A campaign runs for minutes: its own copy of the binary, so that a
+  # rebuild meanwhile (ninja replaces build/src/tessera) cannot make a
+  # remount fail with "Permission denied" or mix two builds in one run.
+  cp "$TESSERA" "$WORK/tessera"
+  TESSERA=$WORK/tessera
   trap 'exit 130' INT TERM
   case $ENGINE in
     sqlite) META="sqlite3://$WORK/meta.db" ;;
