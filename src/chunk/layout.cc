@@ -86,4 +86,29 @@ std::string BlockKey(uint64_t id, uint32_t index, uint32_t len) {
          std::to_string(id) + "_" + std::to_string(index) + "_" + std::to_string(len);
 }
 
+bool ParseBlockKey(const std::string& key, uint64_t* id, uint32_t* index, uint32_t* len) {
+  const size_t slash = key.rfind('/');
+  if (key.rfind("chunks/", 0) != 0 || slash == std::string::npos) return false;
+  uint64_t v[3] = {0, 0, 0};
+  int field = 0;
+  bool digits = false;
+  for (size_t i = slash + 1; i < key.size(); ++i) {
+    const char c = key[i];
+    if (c == '_' && digits && field < 2) {
+      ++field;
+      digits = false;
+    } else if (c >= '0' && c <= '9' && v[field] <= (UINT64_MAX - 9) / 10) {
+      v[field] = v[field] * 10 + uint64_t(c - '0');
+      digits = true;
+    } else {
+      return false;
+    }
+  }
+  if (field != 2 || !digits || v[1] > UINT32_MAX || v[2] > UINT32_MAX) return false;
+  *id = v[0];
+  *index = uint32_t(v[1]);
+  *len = uint32_t(v[2]);
+  return BlockKey(*id, *index, *len) == key;
+}
+
 }  // namespace tessera::chunk

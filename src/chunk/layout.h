@@ -44,6 +44,8 @@ std::vector<Slice> BuildView(const std::vector<Slice>& slices);
 // Object key of block `index` (of length `len`) of slice `id`:
 //   "chunks/{id/1000/1000}/{id/1000}/{id}_{index}_{len}"
 std::string BlockKey(uint64_t id, uint32_t index, uint32_t len);
+// The reverse: false unless key is exactly BlockKey(*id, *index, *len).
+bool ParseBlockKey(const std::string& key, uint64_t* id, uint32_t* index, uint32_t* len);
 
 // Number of blocks of a slice and the length of block i.
 inline uint32_t BlockCount(uint32_t size, uint32_t block_size) {

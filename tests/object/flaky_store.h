@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include "chunk/layout.h"
 #include "object/memory_store.h"
 
 namespace tessera::testing {
@@ -87,13 +88,11 @@ class FlakyStore final : public object::ObjectStore {
   std::atomic<int> deletes_hanging{0};
 
  private:
-  // The slice id of a block's key (chunk::BlockKey: .../ID_INDEX_LEN); 0 if none.
+  // The slice id of a block's key (chunk::BlockKey); 0 if it is none.
   static uint64_t SliceIdOf(const std::string& key) {
-    const size_t slash = key.rfind('/');
-    const size_t start = slash == std::string::npos ? 0 : slash + 1;
     uint64_t id = 0;
-    for (size_t i = start; i < key.size() && key[i] >= '0' && key[i] <= '9'; ++i) id = id * 10 + uint64_t(key[i] - '0');
-    return key.find('_', start) == std::string::npos ? 0 : id;
+    uint32_t index = 0, len = 0;
+    return chunk::ParseBlockKey(key, &id, &index, &len) ? id : 0;
   }
 
   std::mutex room_mu_;

@@ -66,6 +66,12 @@ class VfsFailureTest : public ::testing::Test {
     c.compact_threshold = 0;  // compaction only when a test runs it
     return c;
   }
+  // A file's buffer of 64 KiB: its commits start after a few writes.
+  static Config SmallBufferConfig() {
+    Config c = BaseConfig();
+    c.file_buffer_limit = 64 << 10;
+    return c;
+  }
   // (Re)starts the VFS over the same engine and store.
   void StartVfs(const Config& c) {
     vfs_.reset();
@@ -302,9 +308,7 @@ TEST_F(VfsFailureTest, GetAttrDuringTheLastCloseSeesItsCommit) {
 // before them) until fsync/close reports it once; the file reads as last
 // committed, the failed commit's blocks are deleted, and writing works again.
 TEST_F(VfsFailureTest, FailedBackgroundCommitFailsLaterWritesUntilReported) {
-  Config c = BaseConfig();
-  c.file_buffer_limit = 64 << 10;
-  ASSERT_NO_FATAL_FAILURE(StartVfs(c));
+  ASSERT_NO_FATAL_FAILURE(StartVfs(SmallBufferConfig()));
   std::mt19937_64 rng(7);
   meta::Ino ino = 0;
   const std::string committed = Bytes(rng, 3 * kBlock);
@@ -347,9 +351,7 @@ TEST_F(VfsFailureTest, FailedBackgroundCommitFailsLaterWritesUntilReported) {
 // the write (and every other of the file) waited for all of that buffer's
 // uploads (on S3, a whole buffer's) and its engine commit.
 TEST_F(VfsFailureTest, AWriterThatCatchesUpWithItsCommitDoesNotWaitForItsOwnUploads) {
-  Config c = BaseConfig();
-  c.file_buffer_limit = 64 << 10;
-  ASSERT_NO_FATAL_FAILURE(StartVfs(c));
+  ASSERT_NO_FATAL_FAILURE(StartVfs(SmallBufferConfig()));
   std::mt19937_64 rng(11);
   meta::Ino ino = 0;
   Handle* fh = Create("catching-up", &ino);
