@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "kv/listen.h"
+#include "kv/sqlite_batch_vfs.h"
 #include "kv/sql_kv.h"
 
 namespace tessera::kv {
@@ -360,6 +361,8 @@ Result<std::unique_ptr<Engine>> OpenSqlite(const std::string& path, const Sqlite
   if (ec) return Status::Err(EINVAL, "sqlite3 '" + path + "': cannot resolve path: " + ec.message());
   // The first connection reports a bad path now, and creates file and table.
   SqliteConn::Config config{absolute.string(), options};
+  // Each commit's WAL frames in one write (sqlite_batch_vfs.h).
+  config.options.vfs = RegisterBatchVfs(options.vfs);
   ASSIGN_OR_RETURN(std::unique_ptr<SqliteConn> first, SqliteConn::Open(config));
   sql::PoolOptions pool;
   pool.max_connections = options.max_connections;

@@ -4,7 +4,8 @@
 // blobs compare bytewise, which is the kv::Engine key order. Statements, pool
 // and transaction loop are shared with the postgres engine (sql_kv.h).
 //
-// Durability: WAL journal with synchronous=NORMAL. A committed transaction
+// Durability: WAL journal with synchronous=NORMAL, each commit's frames
+// written in one system call (sqlite_batch_vfs.h). A committed transaction
 // survives a crash of the process (it is in the WAL, in the OS page cache);
 // after an OS crash or power loss the last few committed transactions may be
 // lost, but the database is never corrupt. fsync happens at WAL checkpoints.

@@ -1,0 +1,254 @@
+#include "kv/sqlite_batch_vfs.h"
+
+#include <sqlite3.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <vector>
+
+namespace tessera::kv {
+namespace {
+
+// The WAL format (https://sqlite.org/fileformat2.html#walformat): a 32-byte
+// header, then frames of a 24-byte header and a page. Bytes 4..7 of a frame
+// header, big-endian, hold the database size after a commit, 0 otherwise.
+constexpr int kFrameHeaderSize = 24;
+constexpr size_t kMaxBatch = size_t{1} << 20;
+// The largest write passed to the base VFS: the unix VFS keeps only the low
+// 17 bits of a write's length (it expects pages, at most 64 KiB), so a write
+// of 128 KiB or more would be cut short.
+constexpr size_t kMaxWrite = 124 << 10;
+// The wal-index lock a writer holds for its whole transaction.
+constexpr int kWalWriteLock = 0;
+
+bool IsCommitFrameHeader(const void* buf, int n) {
+  if (n != kFrameHeaderSize) return false;
+  const auto* p = static_cast<const unsigned char*>(buf);
+  return (p[4] | p[5] | p[6] | p[7]) != 0;
+}
+
+// A file of the batching VFS: the base VFS's file follows this header in the
+// same allocation (szOsFile covers both). Constructed in xOpen, destroyed in
+// xClose.
+struct BatchFile {
+  sqlite3_file base;  // pMethods = kMethods
+  bool is_wal = false;
+  BatchFile* wal = nullptr;  // main database file: its open WAL
+  BatchFile* db = nullptr;   // WAL: its main database file
+  // WAL: writes not yet passed on, which continue one another from batch_off.
+  std::vector<char> batch;
+  sqlite3_int64 batch_off = 0;
+  // WAL: where the page of the last commit frame header seen goes (-1: none).
+  sqlite3_int64 commit_page_off = -1;
+
+  sqlite3_file* real() { return reinterpret_cast<sqlite3_file*>(this + 1); }
+  const sqlite3_io_methods* rm() { return real()->pMethods; }
+
+  // Passes the batch on, in one write unless it is larger than kMaxWrite. On
+  // failure the batch is dropped too: SQLite fails the transaction, and what
+  // it writes next starts over.
+  int Flush() {
+    int rc = SQLITE_OK;
+    for (size_t done = 0; done < batch.size() && rc == SQLITE_OK; done += kMaxWrite) {
+      const size_t n = std::min(kMaxWrite, batch.size() - done);
+      rc = rm()->xWrite(real(), batch.data() + done, int(n), batch_off + sqlite3_int64(done));
+    }
+    batch.clear();
+    return rc;
+  }
+};
+static_assert(sizeof(BatchFile) % 8 == 0, "the base VFS's file follows, 8-byte aligned");
+
+BatchFile* B(sqlite3_file* f) { return reinterpret_cast<BatchFile*>(f); }
+
+int Close(sqlite3_file* f) {
+  BatchFile* b = B(f);
+  int rc = b->Flush();
+  if (b->db != nullptr && b->db->wal == b) b->db->wal = nullptr;
+  if (b->wal != nullptr && b->wal->db == b) b->wal->db = nullptr;
+  const int close_rc = b->rm() != nullptr ? b->rm()->xClose(b->real()) : SQLITE_OK;
+  b->~BatchFile();
+  return rc != SQLITE_OK ? rc : close_rc;
+}
+
+int Write(sqlite3_file* f, const void* buf, int n, sqlite3_int64 off) {
+  BatchFile* b = B(f);
+  if (!b->is_wal) return b->rm()->xWrite(b->real(), buf, n, off);
+  if (!b->batch.empty() && off != b->batch_off + sqlite3_int64(b->batch.size())) {
+    if (int rc = b->Flush(); rc != SQLITE_OK) return rc;
+  }
+  if (b->batch.empty()) b->batch_off = off;
+  const auto* p = static_cast<const char*>(buf);
+  b->batch.insert(b->batch.end(), p, p + n);
+  const bool ends_commit = off == b->commit_page_off;
+  if (IsCommitFrameHeader(buf, n)) {
+    b->commit_page_off = off + kFrameHeaderSize;
+  } else if (ends_commit) {
+    b->commit_page_off = -1;
+  }
+  if (ends_commit || b->batch.size() >= kMaxBatch) return b->Flush();
+  return SQLITE_OK;
+}
+
+// Every other call on a WAL sees the file as written: the batch goes first.
+#define TESSERA_FLUSH_FIRST(b)                           \
+  if ((b)->is_wal) {                                     \
+    if (int rc = (b)->Flush(); rc != SQLITE_OK) return rc; \
+  }
+
+int Read(sqlite3_file* f, void* buf, int n, sqlite3_int64 off) {
+  BatchFile* b = B(f);
+  TESSERA_FLUSH_FIRST(b);
+  return b->rm()->xRead(b->real(), buf, n, off);
+}
+int Truncate(sqlite3_file* f, sqlite3_int64 size) {
+  BatchFile* b = B(f);
+  TESSERA_FLUSH_FIRST(b);
+  return b->rm()->xTruncate(b->real(), size);
+}
+int Sync(sqlite3_file* f, int flags) {
+  BatchFile* b = B(f);
+  TESSERA_FLUSH_FIRST(b);
+  return b->rm()->xSync(b->real(), flags);
+}
+int FileSize(sqlite3_file* f, sqlite3_int64* size) {
+  BatchFile* b = B(f);
+  TESSERA_FLUSH_FIRST(b);
+  return b->rm()->xFileSize(b->real(), size);
+}
+int FileControl(sqlite3_file* f, int op, void* arg) {
+  BatchFile* b = B(f);
+  TESSERA_FLUSH_FIRST(b);
+  return b->rm()->xFileControl(b->real(), op, arg);
+}
+#undef TESSERA_FLUSH_FIRST
+
+int Lock(sqlite3_file* f, int l) { return B(f)->rm()->xLock(B(f)->real(), l); }
+int Unlock(sqlite3_file* f, int l) { return B(f)->rm()->xUnlock(B(f)->real(), l); }
+int CheckReservedLock(sqlite3_file* f, int* out) { return B(f)->rm()->xCheckReservedLock(B(f)->real(), out); }
+int SectorSize(sqlite3_file* f) { return B(f)->rm()->xSectorSize(B(f)->real()); }
+int DeviceCharacteristics(sqlite3_file* f) { return B(f)->rm()->xDeviceCharacteristics(B(f)->real()); }
+int ShmMap(sqlite3_file* f, int page, int size, int extend, void volatile** out) {
+  return B(f)->rm()->xShmMap(B(f)->real(), page, size, extend, out);
+}
+
+// Releasing the write lock ends a write transaction. A commit's frames were
+// written with its commit frame, so what is left belongs to a transaction
+// that rolled back, beyond the end of the log as readers know it: dropped.
+int ShmLock(sqlite3_file* f, int offset, int n, int flags) {
+  BatchFile* b = B(f);
+  if (b->wal != nullptr && offset == kWalWriteLock && (flags & SQLITE_SHM_UNLOCK) != 0) {
+    b->wal->batch.clear();
+    b->wal->commit_page_off = -1;
+  }
+  return b->rm()->xShmLock(b->real(), offset, n, flags);
+}
+
+// SQLite calls the barrier between the two copies of the wal-index header it
+// writes to publish a commit. The commit's frames were written with its
+// commit frame; should any still be buffered, they must reach the file before
+// the header does. The barrier cannot report an error, and publishing a
+// commit whose frames are not in the file would corrupt the database, so a
+// failure here stops the process (recovery then ignores the frames).
+void ShmBarrier(sqlite3_file* f) {
+  BatchFile* b = B(f);
+  if (b->wal != nullptr && !b->wal->batch.empty()) {
+    if (const int rc = b->wal->Flush(); rc != SQLITE_OK) {
+      std::fprintf(stderr, "tessera: cannot write the SQLite WAL before publishing a commit (%s); stopping\n",
+                   sqlite3_errstr(rc));
+      std::abort();
+    }
+  }
+  b->rm()->xShmBarrier(b->real());
+}
+int ShmUnmap(sqlite3_file* f, int del) { return B(f)->rm()->xShmUnmap(B(f)->real(), del); }
+
+// Version 2: no memory-mapped I/O (xFetch/xUnfetch), which would bypass the
+// batch; SQLite then reads through xRead.
+const sqlite3_io_methods kMethods = {
+    2,           Close,      Read,      Write,       Truncate,   Sync,   FileSize, Lock,  Unlock, CheckReservedLock,
+    FileControl, SectorSize, DeviceCharacteristics, ShmMap, ShmLock, ShmBarrier, ShmUnmap, nullptr, nullptr};
+
+struct BatchVfs {
+  sqlite3_vfs vfs;
+  sqlite3_vfs* real;
+  std::string name;
+};
+
+sqlite3_vfs* Real(sqlite3_vfs* vfs) { return static_cast<BatchVfs*>(vfs->pAppData)->real; }
+
+int Open(sqlite3_vfs* vfs, const char* name, sqlite3_file* file, int flags, int* out_flags) {
+  auto* b = new (file) BatchFile();
+  b->base.pMethods = nullptr;
+  const int rc = Real(vfs)->xOpen(Real(vfs), name, b->real(), flags, out_flags);
+  if (b->rm() == nullptr) {  // no xClose will come
+    b->~BatchFile();
+    file->pMethods = nullptr;
+    return rc != SQLITE_OK ? rc : SQLITE_CANTOPEN;
+  }
+  b->base.pMethods = &kMethods;
+  if (rc == SQLITE_OK && (flags & SQLITE_OPEN_WAL) != 0 && name != nullptr) {
+    b->is_wal = true;
+    sqlite3_file* db = sqlite3_database_file_object(name);
+    if (db != nullptr && db->pMethods == &kMethods) {
+      b->db = B(db);
+      b->db->wal = b;
+    }
+  }
+  return rc;
+}
+int Delete(sqlite3_vfs* vfs, const char* name, int sync) { return Real(vfs)->xDelete(Real(vfs), name, sync); }
+int Access(sqlite3_vfs* vfs, const char* name, int flags, int* out) {
+  return Real(vfs)->xAccess(Real(vfs), name, flags, out);
+}
+int FullPathname(sqlite3_vfs* vfs, const char* name, int n, char* out) {
+  return Real(vfs)->xFullPathname(Real(vfs), name, n, out);
+}
+int Randomness(sqlite3_vfs* vfs, int n, char* out) { return Real(vfs)->xRandomness(Real(vfs), n, out); }
+int Sleep(sqlite3_vfs* vfs, int us) { return Real(vfs)->xSleep(Real(vfs), us); }
+int CurrentTime(sqlite3_vfs* vfs, double* out) { return Real(vfs)->xCurrentTime(Real(vfs), out); }
+int GetLastError(sqlite3_vfs* vfs, int n, char* out) { return Real(vfs)->xGetLastError(Real(vfs), n, out); }
+int CurrentTimeInt64(sqlite3_vfs* vfs, sqlite3_int64* out) {
+  return Real(vfs)->xCurrentTimeInt64(Real(vfs), out);
+}
+
+}  // namespace
+
+std::string RegisterBatchVfs(const std::string& base) {
+  static std::mutex mu;
+  static std::map<std::string, std::unique_ptr<BatchVfs>> registered;  // live for the process
+  std::lock_guard<std::mutex> g(mu);
+  auto& slot = registered[base];
+  if (slot) return slot->name;
+  sqlite3_vfs* real = sqlite3_vfs_find(base.empty() ? nullptr : base.c_str());
+  if (real == nullptr) return base;  // unknown: sqlite3_open_v2 reports it
+  auto bv = std::make_unique<BatchVfs>();
+  bv->real = real;
+  bv->name = "tessera-batch-" + std::string(real->zName);
+  std::memset(&bv->vfs, 0, sizeof(bv->vfs));
+  bv->vfs.iVersion = 2;
+  bv->vfs.szOsFile = int(sizeof(BatchFile)) + real->szOsFile;
+  bv->vfs.mxPathname = real->mxPathname;
+  bv->vfs.zName = bv->name.c_str();
+  bv->vfs.pAppData = bv.get();
+  bv->vfs.xOpen = Open;
+  bv->vfs.xDelete = Delete;
+  bv->vfs.xAccess = Access;
+  bv->vfs.xFullPathname = FullPathname;
+  bv->vfs.xRandomness = Randomness;
+  bv->vfs.xSleep = Sleep;
+  bv->vfs.xCurrentTime = CurrentTime;
+  bv->vfs.xGetLastError = GetLastError;
+  bv->vfs.xCurrentTimeInt64 = CurrentTimeInt64;
+  sqlite3_vfs_register(&bv->vfs, 0);
+  slot = std::move(bv);
+  return slot->name;
+}
+
+}  // namespace tessera::kv
