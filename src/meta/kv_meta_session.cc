@@ -84,7 +84,9 @@ Result<bool> KvMeta::ClaimJob(const std::string& name, int64_t interval_sec) {
     claimed = false;
     const int64_t now = Now().sec;
     auto last = tx.Get(JobKey(name));
-    if (last.ok() && now - DecodeI64(*last) < interval_sec) return Status::OK();
+    // Whole seconds: a difference of interval + 1 means more than interval
+    // seconds went by (interval would allow claims 1 s early).
+    if (last.ok() && now - DecodeI64(*last) <= interval_sec) return Status::OK();
     if (!last.ok() && !last.status().not_found()) return last.status();
     claimed = last.ok();
     return tx.Put(JobKey(name), EncodeI64(now));

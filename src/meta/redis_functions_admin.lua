@@ -179,7 +179,8 @@ end
 local function claim_job(args)
   local k, now, interval = 'job_' .. args[1], tonumber(args[2]), tonumber(args[3])
   local last = redis.call('GET', k)
-  if last and now - tonumber(last) < interval then return { 0, 0 } end
+  -- whole seconds: more than INTERVAL went by only once the difference exceeds it
+  if last and now - tonumber(last) <= interval then return { 0, 0 } end
   redis.call('SET', k, now)
   return { 0, last and 1 or 0 }
 end
