@@ -89,25 +89,47 @@ absent=$(grep -E '^tessera_dir_absent_hits_total' "$MNT2/.stats" | awk '{print $
 [ "${hits:-0}" -gt 0 ] || fail "mount 2 answered no directory GETATTR from its own changes"
 [ "${absent:-0}" -gt 0 ] || fail "mount 2 answered no lookup of a missing name in a directory it made"
 log "coherent: mount 2 answered $hits directory GETATTRs and $absent lookups of missing names itself"
-ls -l "$MNT2/co/tree" >/dev/null
-stat "$MNT2" "$MNT2/co" >/dev/null  # the path to it, whose attributes the creates changed
-for i in 1 2 3; do [ ! -e "$MNT2/co/tree/missing$i" ] || fail "missing$i exists"; done  # "no such name" cached
-sleep 2
 engine_lookups() {  # mount 2's lookup and getattr requests to the engine
   grep -E '^tessera_meta_op_duration_seconds_count\{.*op="(lookup|getattr)"' "$MNT2/.stats" | awk '{s += $2} END {print s + 0}'
 }
-# Opening .stats looks its name up in the engine first (a real file would
-# win): what one reading costs is measured and taken off.
-first=$(engine_lookups)
-before=$(engine_lookups)
-reading=$((before - first))
-for _ in 1 2 3; do
-  for i in $(seq 1 50); do stat "$MNT2/co/tree/f$i" >/dev/null; done
-  [ -e "$MNT2/co/tree/f7" ] || fail "f7 missing through mount 2"
-  for i in 1 2 3; do [ ! -e "$MNT2/co/tree/missing$i" ] || fail "missing$i exists"; done
-done
-asked=$(($(engine_lookups) - before - reading))
-[ "$asked" -eq 0 ] || fail "150 stats and 9 lookups of missing names in an unchanged tree asked the engine $asked times"
+drops() { grep -E '^tessera_kernel_cache_drops_total' "$MNT2/.stats" | awk '{print $2 + 0}'; }
+# Caches the tree through mount 2, then counts what 150 stats and 9 lookups
+# of missing names 2 s later ask the engine (sets asked, and dropped: the
+# times mount 2 dropped its caches since the count $1, because its watch
+# reported missed changes).
+unchanged_tree_requests() {
+  local first before reading
+  ls -l "$MNT2/co/tree" >/dev/null
+  stat "$MNT2" "$MNT2/co" >/dev/null  # the path to it, whose attributes the creates changed
+  for i in 1 2 3; do [ ! -e "$MNT2/co/tree/missing$i" ] || fail "missing$i exists"; done  # "no such name" cached
+  sleep 2
+  # Opening .stats looks its name up in the engine first (a real file would
+  # win): what one reading costs is measured and taken off.
+  first=$(engine_lookups)
+  before=$(engine_lookups)
+  reading=$((before - first))
+  for _ in 1 2 3; do
+    for i in $(seq 1 50); do stat "$MNT2/co/tree/f$i" >/dev/null; done
+    [ -e "$MNT2/co/tree/f7" ] || fail "f7 missing through mount 2"
+    for i in 1 2 3; do [ ! -e "$MNT2/co/tree/missing$i" ] || fail "missing$i exists"; done
+  done
+  asked=$(($(engine_lookups) - before - reading))
+  dropped=$(($(drops) - $1))
+}
+unchanged_tree_requests 0  # since mount 2 started
+# The guarantee holds while the watch works: a watch that reported missed
+# changes (a broken or silent connection, on a loaded machine) drops every
+# cache and keeps timeouts short for 5 s. That is measured once more after.
+if [ "$asked" -ne 0 ] && [ "$dropped" -gt 0 ]; then
+  log "coherent: mount 2 dropped its caches $dropped time(s) meanwhile ($(grep -c 'caches dropped' "$WORK/mount2.log") warning(s) in its log); measuring again"
+  sleep 6
+  unchanged_tree_requests "$(drops)"
+fi
+if [ "$asked" -ne 0 ]; then
+  echo "[e2e] mount 2: cache drops during the measurement: $dropped; its log (tail):" >&2
+  tail -20 "$WORK/mount2.log" >&2 || true
+  fail "150 stats and 9 lookups of missing names in an unchanged tree asked the engine $asked times"
+fi
 log "coherent: 150 stats and 9 lookups of missing names after 2 s, $asked engine requests"
 # The kernel's cached "no such name" goes when another client makes the name.
 echo new >"$MNT/co/tree/missing2"
