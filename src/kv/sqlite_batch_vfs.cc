@@ -1,16 +1,12 @@
 #include "kv/sqlite_batch_vfs.h"
 
-#include <sqlite3.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
-#include <map>
-#include <memory>
-#include <mutex>
 #include <new>
 #include <vector>
+
+#include "kv/sqlite_shim_vfs.h"
 
 namespace tessera::kv {
 namespace {
@@ -129,15 +125,6 @@ int FileControl(sqlite3_file* f, int op, void* arg) {
 }
 #undef TESSERA_FLUSH_FIRST
 
-int Lock(sqlite3_file* f, int l) { return B(f)->rm()->xLock(B(f)->real(), l); }
-int Unlock(sqlite3_file* f, int l) { return B(f)->rm()->xUnlock(B(f)->real(), l); }
-int CheckReservedLock(sqlite3_file* f, int* out) { return B(f)->rm()->xCheckReservedLock(B(f)->real(), out); }
-int SectorSize(sqlite3_file* f) { return B(f)->rm()->xSectorSize(B(f)->real()); }
-int DeviceCharacteristics(sqlite3_file* f) { return B(f)->rm()->xDeviceCharacteristics(B(f)->real()); }
-int ShmMap(sqlite3_file* f, int page, int size, int extend, void volatile** out) {
-  return B(f)->rm()->xShmMap(B(f)->real(), page, size, extend, out);
-}
-
 // Releasing the write lock ends a write transaction. A commit's frames were
 // written with its commit frame, so what is left belongs to a transaction
 // that rolled back, beyond the end of the log as readers know it: dropped.
@@ -167,26 +154,20 @@ void ShmBarrier(sqlite3_file* f) {
   }
   b->rm()->xShmBarrier(b->real());
 }
-int ShmUnmap(sqlite3_file* f, int del) { return B(f)->rm()->xShmUnmap(B(f)->real(), del); }
 
 // Version 2: no memory-mapped I/O (xFetch/xUnfetch), which would bypass the
 // batch; SQLite then reads through xRead.
+using P = PassThrough<BatchFile>;
 const sqlite3_io_methods kMethods = {
-    2,           Close,      Read,      Write,       Truncate,   Sync,   FileSize, Lock,  Unlock, CheckReservedLock,
-    FileControl, SectorSize, DeviceCharacteristics, ShmMap, ShmLock, ShmBarrier, ShmUnmap, nullptr, nullptr};
-
-struct BatchVfs {
-  sqlite3_vfs vfs;
-  sqlite3_vfs* real;
-  std::string name;
-};
-
-sqlite3_vfs* Real(sqlite3_vfs* vfs) { return static_cast<BatchVfs*>(vfs->pAppData)->real; }
+    2,         Close,     Read,       Write,       Truncate,     Sync,          FileSize,
+    P::Lock,   P::Unlock, P::CheckReservedLock,    FileControl,  P::SectorSize, P::DeviceCharacteristics,
+    P::ShmMap, ShmLock,   ShmBarrier, P::ShmUnmap, nullptr,      nullptr};
 
 int Open(sqlite3_vfs* vfs, const char* name, sqlite3_file* file, int flags, int* out_flags) {
+  sqlite3_vfs* base = Shim(vfs)->base;
   auto* b = new (file) BatchFile();
   b->base.pMethods = nullptr;
-  const int rc = Real(vfs)->xOpen(Real(vfs), name, b->real(), flags, out_flags);
+  const int rc = base->xOpen(base, name, b->real(), flags, out_flags);
   if (b->rm() == nullptr) {  // no xClose will come
     b->~BatchFile();
     file->pMethods = nullptr;
@@ -203,52 +184,14 @@ int Open(sqlite3_vfs* vfs, const char* name, sqlite3_file* file, int flags, int*
   }
   return rc;
 }
-int Delete(sqlite3_vfs* vfs, const char* name, int sync) { return Real(vfs)->xDelete(Real(vfs), name, sync); }
-int Access(sqlite3_vfs* vfs, const char* name, int flags, int* out) {
-  return Real(vfs)->xAccess(Real(vfs), name, flags, out);
-}
-int FullPathname(sqlite3_vfs* vfs, const char* name, int n, char* out) {
-  return Real(vfs)->xFullPathname(Real(vfs), name, n, out);
-}
-int Randomness(sqlite3_vfs* vfs, int n, char* out) { return Real(vfs)->xRandomness(Real(vfs), n, out); }
-int Sleep(sqlite3_vfs* vfs, int us) { return Real(vfs)->xSleep(Real(vfs), us); }
-int CurrentTime(sqlite3_vfs* vfs, double* out) { return Real(vfs)->xCurrentTime(Real(vfs), out); }
-int GetLastError(sqlite3_vfs* vfs, int n, char* out) { return Real(vfs)->xGetLastError(Real(vfs), n, out); }
-int CurrentTimeInt64(sqlite3_vfs* vfs, sqlite3_int64* out) {
-  return Real(vfs)->xCurrentTimeInt64(Real(vfs), out);
-}
 
 }  // namespace
 
 std::string RegisterBatchVfs(const std::string& base) {
-  static std::mutex mu;
-  static std::map<std::string, std::unique_ptr<BatchVfs>> registered;  // live for the process
-  std::lock_guard<std::mutex> g(mu);
-  auto& slot = registered[base];
-  if (slot) return slot->name;
   sqlite3_vfs* real = sqlite3_vfs_find(base.empty() ? nullptr : base.c_str());
   if (real == nullptr) return base;  // unknown: sqlite3_open_v2 reports it
-  auto bv = std::make_unique<BatchVfs>();
-  bv->real = real;
-  bv->name = "tessera-batch-" + std::string(real->zName);
-  std::memset(&bv->vfs, 0, sizeof(bv->vfs));
-  bv->vfs.iVersion = 2;
-  bv->vfs.szOsFile = int(sizeof(BatchFile)) + real->szOsFile;
-  bv->vfs.mxPathname = real->mxPathname;
-  bv->vfs.zName = bv->name.c_str();
-  bv->vfs.pAppData = bv.get();
-  bv->vfs.xOpen = Open;
-  bv->vfs.xDelete = Delete;
-  bv->vfs.xAccess = Access;
-  bv->vfs.xFullPathname = FullPathname;
-  bv->vfs.xRandomness = Randomness;
-  bv->vfs.xSleep = Sleep;
-  bv->vfs.xCurrentTime = CurrentTime;
-  bv->vfs.xGetLastError = GetLastError;
-  bv->vfs.xCurrentTimeInt64 = CurrentTimeInt64;
-  sqlite3_vfs_register(&bv->vfs, 0);
-  slot = std::move(bv);
-  return slot->name;
+  const std::string name = "tessera-batch-" + std::string(real->zName);
+  return RegisterShimVfs(name, real, int(sizeof(BatchFile)), Open, nullptr)->name;
 }
 
 }  // namespace tessera::kv
