@@ -15,11 +15,12 @@
 #include "common/fault_env.h"
 #include "kv/sqlite_fault_vfs.h"
 #include "kv/sqlite_kv.h"
-#include "kv_test_util.h"
+#include "sqlite_test_util.h"
 
 namespace tessera::kv {
 namespace {
 
+using testing::MustOpen;
 using testing::TempDir;
 
 // This process's write system calls and the bytes they passed
@@ -37,12 +38,6 @@ WriteCalls ProcessWrites() {
     if (name == "wchar:") w.bytes = value;
   }
   return w;
-}
-
-std::unique_ptr<Engine> MustOpen(const std::string& path, const SqliteOptions& options = {}) {
-  Result<std::unique_ptr<Engine>> engine = OpenSqlite(path, options);
-  EXPECT_TRUE(engine.ok()) << engine.status().ToString();
-  return engine.ok() ? std::move(engine).value() : nullptr;
 }
 
 std::string Key(char prefix, int i) { return std::string(1, prefix) + std::to_string(100000 + i); }
@@ -73,11 +68,7 @@ std::string IntegrityCheck(const std::string& path) {
   return result;
 }
 
-class SqliteBatchVfsTest : public ::testing::Test {
- protected:
-  TempDir dir_;
-  const std::string path_ = (dir_.path() / "meta.db").string();
-};
+class SqliteBatchVfsTest : public testing::SqliteFileTest {};
 
 // Each commit of five changed pages is one write system call (it was ten:
 // a frame header and a page each), and those pages were written.

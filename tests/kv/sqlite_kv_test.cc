@@ -17,18 +17,13 @@
 #include <thread>
 #include <vector>
 
-#include "kv_test_util.h"
+#include "sqlite_test_util.h"
 
 namespace tessera::kv {
 namespace {
 
+using testing::MustOpen;
 using testing::TempDir;
-
-std::unique_ptr<Engine> MustOpen(const std::string& path, const SqliteOptions& options = {}) {
-  Result<std::unique_ptr<Engine>> engine = OpenSqlite(path, options);
-  EXPECT_TRUE(engine.ok()) << engine.status().ToString();
-  return engine.ok() ? std::move(engine).value() : nullptr;
-}
 
 Status Increment(Engine& engine) {
   return engine.Run([](Txn& txn) { return txn.Incr("counter", 1).status(); });
@@ -48,11 +43,7 @@ int64_t Counter(Engine& engine) {
   return static_cast<int64_t>(v);
 }
 
-class SqliteKvTest : public ::testing::Test {
- protected:
-  TempDir dir_;
-  const std::string path_ = (dir_.path() / "meta.db").string();
-};
+class SqliteKvTest : public testing::SqliteFileTest {};
 
 TEST_F(SqliteKvTest, DataSurvivesReopen) {
   {
