@@ -86,19 +86,29 @@ void DataPath::Upload(uint64_t id, uint32_t index, std::string_view data, std::f
     std::lock_guard<std::mutex> g(mu_);
     inflight_++;
   }
-  pool_.Submit([this, id, index, data, done = std::move(done)] {
-    // Transient failures were retried below (object::RetryStore); what comes
-    // back is the answer. Writeback: staged on the local disk and uploaded in
-    // the background.
-    Status st = store_->writeback() ? store_->StageBlock(id, index, data) : store_->StoreNewBlock(id, index, data);
-    if (!st.ok()) LOG_WARN("upload of block {} of slice {} failed: {}", index, id, st.ToString());
-    done(st);
-    {
-      std::lock_guard<std::mutex> g(mu_);
-      inflight_--;
-    }
-    cv_.notify_all();
-  });
+  pool_.Submit([this, id, index, data, done = std::move(done)] { RunUpload(id, index, data, done); });
+}
+
+void DataPath::UploadHere(uint64_t id, uint32_t index, std::string_view data, const std::function<void(Status)>& done) {
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    inflight_++;
+  }
+  RunUpload(id, index, data, done);
+}
+
+void DataPath::RunUpload(uint64_t id, uint32_t index, std::string_view data, const std::function<void(Status)>& done) {
+  // Transient failures were retried below (object::RetryStore); what comes
+  // back is the answer. Writeback: staged on the local disk and uploaded in
+  // the background.
+  Status st = store_->writeback() ? store_->StageBlock(id, index, data) : store_->StoreNewBlock(id, index, data);
+  if (!st.ok()) LOG_WARN("upload of block {} of slice {} failed: {}", index, id, st.ToString());
+  done(st);
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    inflight_--;
+  }
+  cv_.notify_all();
 }
 
 void DataPath::InvalidateKernelCache(meta::Ino ino, bool sync) {

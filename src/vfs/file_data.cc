@@ -46,7 +46,15 @@ Status FileData::Reopen() {
   meta::Attr attr;
   RETURN_IF_ERROR(dp_->meta()->GetAttr(meta::Context::Root(), ino_, &attr));
   length_ = attr.length;
+  committed_attr_.reset();
   return Status::OK();
+}
+
+bool FileData::LastCommittedAttr(meta::Attr* out) {
+  std::lock_guard<std::mutex> g(mu_);
+  if (!committed_attr_) return false;
+  *out = *committed_attr_;
+  return true;
 }
 
 Status FileData::RefreshLocked() {
@@ -59,6 +67,7 @@ Status FileData::RefreshLocked() {
     return st;
   }
   length_ = attr.length;
+  committed_attr_.reset();
   return Status::OK();
 }
 
@@ -103,7 +112,8 @@ uint64_t FileData::Length() {
 namespace {
 
 // Uploads a buffered block of s (nothing if it is uploading or uploaded).
-void UploadBuffered(DataPath* dp, const std::shared_ptr<FrozenSlice>& s, uint32_t index) {
+// here: on the calling thread (DataPath::UploadHere), else in the background.
+void UploadBuffered(DataPath* dp, const std::shared_ptr<FrozenSlice>& s, uint32_t index, bool here = false) {
   std::string_view data;
   {
     std::lock_guard<std::mutex> g(s->mu);
@@ -113,7 +123,7 @@ void UploadBuffered(DataPath* dp, const std::shared_ptr<FrozenSlice>& s, uint32_
     s->inflight++;
     data = b.data;  // immutable until this upload ends
   }
-  dp->Upload(s->id, index, data, [s, index, dp](Status st) {
+  auto done = [s, index, dp](Status st) {
     int64_t freed = 0;
     {
       std::lock_guard<std::mutex> g(s->mu);
@@ -133,7 +143,9 @@ void UploadBuffered(DataPath* dp, const std::shared_ptr<FrozenSlice>& s, uint32_
     }
     s->cv.notify_all();
     dp->Charge(-freed);
-  });
+  };
+  if (here) dp->UploadHere(s->id, index, data, done);
+  else dp->Upload(s->id, index, data, std::move(done));
 }
 
 }  // namespace
@@ -467,13 +479,16 @@ Status FileData::CommitLocked(const meta::Context& ctx) {
 Status FileData::CommitPendingLocked(const meta::Context& ctx) {
   RETURN_IF_ERROR(FreezeBufferLocked());
   if (dp_->store()->writeback()) StageClaimed(dp_, ino_, ClaimBuffered({frozen_.begin(), frozen_.end()}));
-  for (const auto& s : frozen_) {
+  // Uploads the blocks still buffered (the buffer's tail, or what a failed
+  // staging left), the last one on this thread, which would only wait.
+  for (size_t k = 0; k < frozen_.size(); ++k) {
+    const auto& s = frozen_[k];
     size_t n;
     {
       std::lock_guard<std::mutex> g(s->mu);
       n = s->blocks.size();
     }
-    for (uint32_t i = 0; i < n; ++i) SubmitBlock(s, i);  // resubmits blocks a failed staging left buffered
+    for (uint32_t i = 0; i < n; ++i) UploadBuffered(dp_, s, i, /*here=*/k + 1 == frozen_.size() && i + 1 == n);
   }
   Status failed = WaitUploaded({frozen_.begin(), frozen_.end()});
   if (!failed.ok()) return failed.With("uploading data of inode " + std::to_string(ino_));
@@ -488,6 +503,7 @@ Status FileData::CommitPendingLocked(const meta::Context& ctx) {
   std::vector<uint32_t> counts;
   RETURN_IF_ERROR(dp_->meta()->WriteSlices(ctx, ino_, writes, last_write_, &attr, &counts));
   length_ = attr.length;
+  committed_attr_ = attr;
   changed_ = dp_->NextCommitEpoch();
   for (const auto& w : writes) views_.erase(w.chunk_index);
   frozen_.clear();
@@ -599,6 +615,7 @@ void FileData::FinishBatchLocked() {
   }
   frozen_.erase(frozen_.begin(), frozen_.begin() + ptrdiff_t(b->count));
   length_ = b->attr.length;
+  committed_attr_ = b->attr;
   changed_ = dp_->NextCommitEpoch();
   for (const auto& w : b->writes) views_.erase(w.chunk_index);
 }
@@ -621,6 +638,7 @@ Status FileData::Truncate(const meta::Context& ctx, uint64_t size, bool check_pe
   RETURN_IF_ERROR(CommitLocked(ctx));
   RETURN_IF_ERROR(dp_->meta()->Truncate(ctx, ino_, size, check_perm, out));
   length_ = out->length;
+  committed_attr_ = *out;
   changed_ = dp_->NextCommitEpoch();
   views_.clear();
   return Status::OK();
@@ -633,6 +651,7 @@ Status FileData::Fallocate(const meta::Context& ctx, int mode, uint64_t off, uin
   meta::Attr attr;
   RETURN_IF_ERROR(dp_->meta()->Fallocate(ctx, ino_, mode, off, len, &attr));
   length_ = attr.length;
+  committed_attr_ = attr;
   changed_ = dp_->NextCommitEpoch();
   views_.clear();
   return Status::OK();

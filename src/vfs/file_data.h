@@ -140,6 +140,9 @@ class DataPath {
   // result. Without writeback the caches are left alone: `done` hands the
   // bytes to ChunkStore::CacheUploaded (so the block is not copied).
   void Upload(uint64_t id, uint32_t index, std::string_view data, std::function<void(Status)> done);
+  // The same, on the calling thread, for a caller that would only wait for
+  // it: a commit's last block goes without two thread switches.
+  void UploadHere(uint64_t id, uint32_t index, std::string_view data, const std::function<void(Status)>& done);
 
   // Buffered-byte accounting (may go negative transiently; never blocks).
   void Charge(int64_t delta);
@@ -152,6 +155,7 @@ class DataPath {
  private:
   void SubmitCompaction(meta::Ino ino, uint32_t chunk);
   void DeferLoop();
+  void RunUpload(uint64_t id, uint32_t index, std::string_view data, const std::function<void(Status)>& done);
 
   meta::Meta* const meta_;
   chunk::ChunkStore* const store_;
@@ -285,6 +289,10 @@ class FileData {
   uint64_t last_change() const { return changed_.load(std::memory_order_acquire); }
   // Length including pending writes.
   uint64_t Length();
+  // The attributes the engine returned for this client's last commit,
+  // truncate or fallocate of the file: false if none since it was opened or
+  // since another client's change was seen.
+  bool LastCommittedAttr(meta::Attr* out);
 
   Result<size_t> Read(uint64_t off, size_t size, char* buf);
   Status Write(const meta::Context& ctx, uint64_t off, const char* data, size_t size);
@@ -384,6 +392,7 @@ class FileData {
 
   std::mutex mu_;
   uint64_t length_;                                     // guarded by mu_: length known to the engine
+  std::optional<meta::Attr> committed_attr_;            // guarded by mu_: LastCommittedAttr
   // Commit epoch of the last change to length_ or the pending writes:
   // written under mu_, read anywhere.
   std::atomic<uint64_t> changed_{0};

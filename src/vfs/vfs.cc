@@ -644,8 +644,10 @@ Status Vfs::Release(const Context& ctx, Handle* fh) {
     if (!st.ok()) LOG_ERROR("inode {}: data written but not committed at close: {}", h->ino, st.ToString());
     Attr attr;
     // Our writes went through the kernel's page cache, so it matches the
-    // file as committed: remember that for the next open's keep_cache.
-    if (st.ok() && h->written && meta_->GetAttr(ctx, h->ino, &attr).ok()) Saw(h->ino, attr);
+    // file as our last commit left it: remember that for the next open's
+    // keep_cache (a later change by another client then differs from it).
+    if (st.ok() && h->written && (h->file->LastCommittedAttr(&attr) || meta_->GetAttr(ctx, h->ino, &attr).ok()))
+      Saw(h->ino, attr);
     ReleaseFile(h->ino);
   }
   Status cst = meta_->Close(ctx, h->ino);

@@ -1305,6 +1305,31 @@ TEST_F(VfsTest, KeepCacheOnlyWhileTheFileIsUnchanged) {
   Release(r5);
 }
 
+// The pages a close leaves in the kernel are this client's writes as its
+// commit left the file. A change another client made after that commit but
+// before the close is not in them: the next open must drop them (the close
+// used to record the engine's attributes of that moment as "ours").
+TEST_F(VfsTest, KeepCacheNotClaimedForAChangeBeforeTheClose) {
+  ASSERT_NO_FATAL_FAILURE(StartVfs(DefaultConfig()));
+  Ino ino = 0;
+  Handle* fh = Create("raced", &ino);
+  ASSERT_NE(fh, nullptr);
+  ASSERT_NO_FATAL_FAILURE(Write(fh, 0, "hello"));
+  ASSERT_OK(vfs_->Flush(ctx_, fh, 0));
+  std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  Attr attr;
+  ASSERT_OK(meta_->Write(Context::Root(), ino, 0, chunk::Slice{0, 0, 5, 0, 5}, meta::Now(), &attr));
+  Release(fh);
+  Handle* r1 = Open(ino, O_RDONLY);
+  ASSERT_NE(r1, nullptr);
+  EXPECT_FALSE(r1->keep_cache) << "pages kept over another client's write";
+  Release(r1);
+  Handle* r2 = Open(ino, O_RDONLY);
+  ASSERT_NE(r2, nullptr);
+  EXPECT_TRUE(r2->keep_cache);
+  Release(r2);
+}
+
 }  // namespace
 }  // namespace tessera::vfs
 
