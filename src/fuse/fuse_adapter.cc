@@ -260,12 +260,22 @@ void OpInit(void* userdata, fuse_conn_info* conn) {
   if (conn->capable & FUSE_CAP_READDIRPLUS) conn->want |= FUSE_CAP_READDIRPLUS | FUSE_CAP_READDIRPLUS_AUTO;
   if (conn->capable & FUSE_CAP_PARALLEL_DIROPS) conn->want |= FUSE_CAP_PARALLEL_DIROPS;
   conn->want &= ~unsigned(FUSE_CAP_ATOMIC_O_TRUNC);
+  // The kernel's auto_inval_data drops a file's cached pages whenever a
+  // GETATTR shows a new mtime, and every write through the kernel marks the
+  // mtime stale: a file read back after this client wrote it lost its pages
+  // and was read again through FUSE (a GETATTR, a READ and two engine reads
+  // per small file). Tessera invalidates pages itself: at open unless the
+  // file is as this client last saw it (keep_cache, close-to-open), and when
+  // another client's change is reported (coherent caches). A size change
+  // still drops pages in the kernel either way.
+  if (s->opts.coherent_timeout > 0) conn->want &= ~unsigned(FUSE_CAP_AUTO_INVAL_DATA);
   if (s->opts.writeback_cache && (conn->capable & FUSE_CAP_WRITEBACK_CACHE)) conn->want |= FUSE_CAP_WRITEBACK_CACHE;
   else conn->want &= ~unsigned(FUSE_CAP_WRITEBACK_CACHE);
   conn->max_write = 1u << 20;
   conn->max_readahead = 1u << 20;
-  LOG_INFO("FUSE init: proto {}.{}, max_write {}, writeback_cache {}", conn->proto_major, conn->proto_minor,
-           conn->max_write, (conn->want & FUSE_CAP_WRITEBACK_CACHE) ? "on" : "off");
+  LOG_INFO("FUSE init: proto {}.{}, max_write {}, writeback_cache {}, auto_inval_data {}", conn->proto_major,
+           conn->proto_minor, conn->max_write, (conn->want & FUSE_CAP_WRITEBACK_CACHE) ? "on" : "off",
+           (conn->want & FUSE_CAP_AUTO_INVAL_DATA) ? "on" : "off");
 }
 
 void OpDestroy(void* userdata) { static_cast<State*>(userdata)->vfs->Stop(); }

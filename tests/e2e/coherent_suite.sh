@@ -174,5 +174,34 @@ if [ "$ENGINE" = redis ]; then
   "$TESSERA" umount "$MNT3"
   redis-cli -u "$META" ACL DELUSER tessera-nosub >/dev/null
 fi
+log "coherent: a file written here is read back from the kernel's pages; another client's rewrite is not"
+fuse_reads() {  # mount 2's READ requests
+  grep -E '^tessera_fuse_op_duration_seconds_count\{.*op="read"' "$MNT2/.stats" | awk '{s += $2} END {print s + 0}'
+}
+python3 -c 'import sys; open(sys.argv[1], "wb").write(b"a" * 65536)' "$MNT2/co/back"
+sleep 1.5  # past the 1 s timeouts: a GETATTR before a read would have come
+before=$(fuse_reads)
+for _ in 1 2 3; do cmp -s "$MNT2/co/back" <(python3 -c 'import sys; sys.stdout.buffer.write(b"a" * 65536)') ||
+  fail "mount 2 reads back other bytes than it wrote"; done
+after=$(fuse_reads)
+# Opening .stats costs no READ; reading it costs its own (not counted: the
+# counter is read before its request is counted).
+[ $((after - before)) -le 0 ] || fail "reading back a file this mount wrote sent $((after - before)) READs (its pages were dropped)"
+python3 - "$MNT" "$MNT2" "$COHERENT_BOUND" <<'PY' || fail "another client's same-size rewrite was not read through mount 2"
+import os, sys, time
+a, b, bound = sys.argv[1], sys.argv[2], float(sys.argv[3])
+kept = os.open(b + "/co/back", os.O_RDONLY)  # pages cached, attributes unchanged
+if os.pread(kept, 4, 0) != b"aaaa": sys.exit("mount 2: wrong bytes before the rewrite")
+with open(a + "/co/back", "r+b") as f: f.write(b"b" * 65536)  # same length: only the mtime tells
+t = time.time()
+while os.pread(kept, 4, 0) != b"bbbb":  # the open file: the reported change drops its pages
+    if time.time() - t > 5: sys.exit("a file kept open through mount 2 still reads the old bytes after 5 s")
+    time.sleep(0.01)
+took = time.time() - t
+os.close(kept)
+if open(b + "/co/back", "rb").read() != b"b" * 65536: sys.exit("a new open through mount 2 reads old bytes")
+if took > bound: sys.exit(f"the rewrite reached mount 2's open file after {took:.3f} s (bound {bound} s)")
+print(f"coherent: rewrite read through mount 2's open file after {took:.3f} s")
+PY
 "$TESSERA" umount "$MNT2"
 rm -rf "$MNT/co"
