@@ -117,6 +117,16 @@ class VfsTest : public ::testing::Test {
 
   void Release(Handle* fh) { EXPECT_OK(vfs_->Release(ctx_, fh)); }
 
+  // Opens ino read-only and closes it again: whether the open kept the
+  // kernel's cached pages (keep_cache). -1 if it failed.
+  int OpenKeepsCache(Ino ino) {
+    Handle* fh = Open(ino, O_RDONLY);
+    if (fh == nullptr) return -1;
+    const int kept = fh->keep_cache ? 1 : 0;
+    Release(fh);
+    return kept;
+  }
+
   // A directory "d" in the root holding empty files of these names.
   void MakeDirOfFiles(const std::vector<std::string>& names, Ino* dir) {
     Attr attr;
@@ -1269,22 +1279,13 @@ TEST_F(VfsTest, KeepCacheOnlyWhileTheFileIsUnchanged) {
   ASSERT_NE(fh, nullptr);
   ASSERT_NO_FATAL_FAILURE(Write(fh, 0, "hello"));
   Release(fh);  // our own writes: the kernel's pages match the committed file
-  Handle* r1 = Open(ino, O_RDONLY);
-  ASSERT_NE(r1, nullptr);
-  EXPECT_TRUE(r1->keep_cache);
-  Release(r1);
-  Handle* r2 = Open(ino, O_RDONLY);
-  ASSERT_NE(r2, nullptr);
-  EXPECT_TRUE(r2->keep_cache);
-  Release(r2);
+  EXPECT_EQ(OpenKeepsCache(ino), 1);
+  EXPECT_EQ(OpenKeepsCache(ino), 1);
   // Another client changes the file: the next open here must drop the pages.
   std::this_thread::sleep_for(std::chrono::milliseconds(2));
   Attr attr;
   ASSERT_OK(meta_->Write(Context::Root(), ino, 0, chunk::Slice{0, 0, 5, 0, 5}, meta::Now(), &attr));
-  Handle* r3 = Open(ino, O_RDONLY);
-  ASSERT_NE(r3, nullptr);
-  EXPECT_FALSE(r3->keep_cache);
-  Release(r3);
+  EXPECT_EQ(OpenKeepsCache(ino), 0);
   // A rewrite of the same length that puts the old mtime back (cp -p,
   // rsync -t --inplace): only the ctime tells (review).
   Attr before;
@@ -1295,14 +1296,8 @@ TEST_F(VfsTest, KeepCacheOnlyWhileTheFileIsUnchanged) {
   in.mtime = before.mtime;
   ASSERT_OK(meta_->SetAttr(Context::Root(), ino, meta::kSetMtime, in, &attr));
   ASSERT_TRUE(attr.mtime == before.mtime && attr.length == before.length);
-  Handle* r4 = Open(ino, O_RDONLY);
-  ASSERT_NE(r4, nullptr);
-  EXPECT_FALSE(r4->keep_cache) << "pages kept over a rewrite with its mtime restored";
-  Release(r4);
-  Handle* r5 = Open(ino, O_RDONLY);
-  ASSERT_NE(r5, nullptr);
-  EXPECT_TRUE(r5->keep_cache);
-  Release(r5);
+  EXPECT_EQ(OpenKeepsCache(ino), 0) << "pages kept over a rewrite with its mtime restored";
+  EXPECT_EQ(OpenKeepsCache(ino), 1);
 }
 
 // The pages a close leaves in the kernel are this client's writes as its
@@ -1320,14 +1315,8 @@ TEST_F(VfsTest, KeepCacheNotClaimedForAChangeBeforeTheClose) {
   Attr attr;
   ASSERT_OK(meta_->Write(Context::Root(), ino, 0, chunk::Slice{0, 0, 5, 0, 5}, meta::Now(), &attr));
   Release(fh);
-  Handle* r1 = Open(ino, O_RDONLY);
-  ASSERT_NE(r1, nullptr);
-  EXPECT_FALSE(r1->keep_cache) << "pages kept over another client's write";
-  Release(r1);
-  Handle* r2 = Open(ino, O_RDONLY);
-  ASSERT_NE(r2, nullptr);
-  EXPECT_TRUE(r2->keep_cache);
-  Release(r2);
+  EXPECT_EQ(OpenKeepsCache(ino), 0) << "pages kept over another client's write";
+  EXPECT_EQ(OpenKeepsCache(ino), 1);
 }
 
 }  // namespace
