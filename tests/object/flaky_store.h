@@ -26,6 +26,10 @@ class FlakyStore final : public object::ObjectStore {
   Status Create() override { return Status::OK(); }
   Status Put(const std::string& key, std::string_view data) override {
     put_attempts.fetch_add(1);
+    {
+      std::lock_guard<std::mutex> g(thread_mu_);
+      put_threads.push_back(std::this_thread::get_id());
+    }
     if (const uint64_t id = SliceIdOf(key); id != 0 && id >= hold_puts_from.load()) {
       puts_held++;
       while (id >= hold_puts_from.load()) std::this_thread::sleep_for(std::chrono::milliseconds(2));
@@ -86,6 +90,11 @@ class FlakyStore final : public object::ObjectStore {
   std::atomic<uint64_t> hold_puts_from{UINT64_MAX};
   std::atomic<int> puts_held{0};
   std::atomic<int> deletes_hanging{0};
+  // The thread of every put attempt, in order.
+  std::vector<std::thread::id> PutThreads() {
+    std::lock_guard<std::mutex> g(thread_mu_);
+    return put_threads;
+  }
 
  private:
   // The slice id of a block's key (chunk::BlockKey); 0 if it is none.
@@ -96,6 +105,8 @@ class FlakyStore final : public object::ObjectStore {
   }
 
   std::mutex room_mu_;
+  std::mutex thread_mu_;
+  std::vector<std::thread::id> put_threads;  // guarded by thread_mu_
   object::MemoryStore base_{"flaky"};
 };
 

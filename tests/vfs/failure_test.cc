@@ -182,6 +182,35 @@ TEST_F(VfsFailureTest, FailedCommitDeletesItsBlocksAndReadsAsCommitted) {
   EXPECT_EQ(Read(ino, 5 * kBlock), committed + later);
 }
 
+// A commit uploads its last buffered block on its own thread (it would only
+// wait for it); a failure there fails that commit with the store's errno,
+// leaves nothing in the bucket and the file as committed, and the next
+// commit of new writes succeeds.
+TEST_F(VfsFailureTest, TheLastBlockUploadedByTheCommitterFailsItsCommitCleanly) {
+  std::mt19937_64 rng(7);
+  meta::Ino ino = 0;
+  const std::string committed = Bytes(rng, 1000);
+  Handle* fh = CreateCommitted("here", committed, &ino);
+  ASSERT_NE(fh, nullptr);
+  ASSERT_FALSE(objects_.PutThreads().empty());
+  EXPECT_EQ(objects_.PutThreads().back(), std::this_thread::get_id()) << "the commit's only block went to another thread";
+  const size_t before = objects_.Count();
+  objects_.put_room_bytes = objects_.Bytes();  // the bucket is full
+  ASSERT_TRUE(Write(fh, 1000, Bytes(rng, 500)).ok());
+  Status st = vfs_->Flush(ctx_, fh, 0);
+  EXPECT_EQ(st.code(), ENOSPC) << st.ToString();
+  EXPECT_EQ(objects_.PutThreads().back(), std::this_thread::get_id());
+  EXPECT_EQ(WaitForObjects(before), before);
+  meta::Attr attr;
+  ASSERT_TRUE(vfs_->GetAttr(ctx_, ino, &attr).ok());
+  EXPECT_EQ(attr.length, committed.size()) << "the size shows the failed write";
+  objects_.put_room_bytes = -1;
+  const std::string later = Bytes(rng, 300);
+  ASSERT_TRUE(Write(fh, 1000, later).ok());
+  EXPECT_TRUE(vfs_->Release(ctx_, fh).ok());
+  EXPECT_EQ(Read(ino, 2000), committed + later);
+}
+
 // Item 2 for the write path: a commit whose reply was lost may have landed;
 // its blocks must stay (the file may read them now).
 TEST_F(VfsFailureTest, CommitWithUnknownOutcomeKeepsItsBlocks) {
