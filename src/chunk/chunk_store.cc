@@ -391,9 +391,10 @@ Status ChunkStore::PutBlock(const std::string& key, std::string* block) {
 }
 
 void ChunkStore::CachePut(const std::string& key, std::string data) {
-  if (!mem_ && !disk_) return BufferPool::Default().Give(std::move(data));
+  MemBlockCache* mem = config_.cache_written ? mem_.get() : nullptr;
+  if (!mem && !disk_) return BufferPool::Default().Give(std::move(data));
   auto ref = BufferPool::Default().Share(std::move(data));
-  if (mem_) mem_->Put(key, ref);
+  if (mem) mem->Put(key, ref);
   if (disk_) disk_->Put(key, ref);
 }
 
@@ -415,7 +416,7 @@ Status ChunkStore::StageBlock(uint64_t id, uint32_t index, std::string_view data
   if (staging_) {
     Status st = staging_->Append({StagingArea::Block{key, data}});
     if (st.ok()) {
-      if (mem_) mem_->Put(key, BufferPool::Default().Share(BufferPool::Default().Copy(data)));
+      if (mem_ && config_.cache_written) mem_->Put(key, BufferPool::Default().Share(BufferPool::Default().Copy(data)));
       return Status::OK();
     }
     counters_.staging_fallbacks.fetch_add(1, std::memory_order_relaxed);
@@ -436,7 +437,9 @@ Status ChunkStore::StageBlocks(const std::vector<BlockView>& blocks) {
 }
 
 void ChunkStore::CacheBlock(uint64_t id, uint32_t index, std::string data) {
-  if (!mem_ || data.size() != config_.block_size) return BufferPool::Default().Give(std::move(data));
+  if (!mem_ || !config_.cache_written || data.size() != config_.block_size) {
+    return BufferPool::Default().Give(std::move(data));
+  }
   const std::string key = BlockKey(id, index, uint32_t(data.size()));
   mem_->Put(key, BufferPool::Default().Share(std::move(data)));
 }

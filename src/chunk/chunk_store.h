@@ -35,8 +35,16 @@ struct StoreConfig {
   Compression compression = Compression::kNone;
 
   // Memory cache of whole uncompressed blocks, LRU, bounded by this many
-  // bytes; 0 disables it. Holds blocks read and blocks just uploaded.
+  // bytes; 0 disables it. Holds blocks read and, with cache_written,
+  // blocks just written.
   uint64_t mem_cache_bytes = 256ull << 20;
+  // Whether blocks this client writes (uploads, stages, compacts) go into the
+  // memory cache as well. A mount turns it off for a local-directory bucket:
+  // a block file just written is in the OS page cache and read back with one
+  // pread, so a second copy only grows the mount (a fresh page of memory per
+  // small file written, faulted in: on a VM that is most of a small file's
+  // cost). Blocks it reads are cached either way.
+  bool cache_written = true;
 
   // Disk cache root directory; empty disables the disk cache. Blocks live in
   // cache_dir/<cache_volume>/raw/<BlockKey>. A cache directory that cannot be
@@ -209,7 +217,8 @@ class ChunkStore {
   }
   // Uploads block `index` of slice id (its length is data.size(): the slice's
   // block size except for a slice's last block), compressing it and putting
-  // it in the memory cache. For writers that manage their own block buffers.
+  // it in the caches (the memory cache with config().cache_written). For
+  // writers that manage their own block buffers.
   Status UploadBlock(uint64_t id, uint32_t index, std::string_view data);
   // UploadBlock without the caches, for a writer that owns the bytes: once
   // the upload succeeded it hands them over to CacheUploaded (no copy).
@@ -240,7 +249,7 @@ class ChunkStore {
   // see CacheBlock.
   Status StageBlocks(const std::vector<BlockView>& blocks);
   // Puts a block the caller hands over (just staged) in the memory cache if
-  // it is a whole block; the fragments of random writes are read from their
+  // it is a whole block and config().cache_written; the fragments of random writes are read from their
   // pack (caching each cost more than it saved: hash and LRU churn on every
   // 4 KiB write).
   void CacheBlock(uint64_t id, uint32_t index, std::string data);
@@ -281,10 +290,12 @@ class ChunkStore {
   // Disk cache, else the object store (then both caches are filled).
   Result<BlockRef> Load(const std::string& key, uint32_t len);
   // Uploads one block (compressing it); on success moves *block into the
-  // caches (leaving it unspecified), on failure leaves it alone.
+  // caches (CachePut; leaving it unspecified), on failure leaves it alone.
   Status PutBlock(const std::string& key, std::string* block);
   // Compresses (per the volume) and puts one block object, counting it.
   Status StoreBlock(const std::string& key, std::string_view block);
+  // A block just written: to the disk cache, and to the memory cache with
+  // config().cache_written; back to the buffer pool if neither takes it.
   void CachePut(const std::string& key, std::string data);
   // Uploads a staged block (compressing it) and offers it to the disk cache.
   Status PutStaged(const std::string& key, const BlockRef& block);

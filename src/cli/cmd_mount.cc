@@ -290,6 +290,9 @@ int Serve(const MountOptions& o, const std::string& mount_point, const std::func
   }
   sc.compression = *compression;
   sc.mem_cache_bytes = o.mem_cache_mib << 20;
+  // A block file just written to a local bucket is in the OS page cache: the
+  // memory cache keeps only blocks read (StoreConfig::cache_written).
+  sc.cache_written = vol->format.storage != "file";
   // File storage needs no read cache (the data is local already), so its
   // default cache dir is off, except as --writeback's staging area.
   std::string cache_dir = o.cache_dir;

@@ -83,6 +83,36 @@ TEST_F(BlockCacheTest, ReadAfterWriteIsServedByTheMemoryCache) {
   EXPECT_EQ(stats.store_put_bytes, size);
 }
 
+// With cache_written off (a mount on a local-directory bucket) the blocks a
+// client writes, by any of its write paths, stay out of the memory cache and
+// their buffers go back to the pool; reads still find every byte, and a
+// block read is cached as before.
+TEST_F(BlockCacheTest, WrittenBlocksStayOutOfTheMemoryCacheWithoutCacheWritten) {
+  StoreConfig config = MemOnly();
+  config.cache_written = false;
+  ChunkStore chunks(&counting_, config);
+  const uint32_t size = 3 * kBlock + 10;
+  const std::string data = RandomBytes(rng_, size);
+  auto writer = chunks.NewWriter(7);  // the slice writer: PutBlock
+  ASSERT_TRUE(writer->WriteAt(data.data(), size, 0).ok());
+  ASSERT_TRUE(writer->Finish(size).ok());
+  const std::string other = RandomBytes(rng_, kBlock);
+  ASSERT_TRUE(chunks.UploadBlock(8, 0, other).ok());
+  ASSERT_TRUE(chunks.StoreNewBlock(9, 0, other).ok());  // a buffered file's commit
+  chunks.CacheUploaded(9, 0, other);
+  ASSERT_TRUE(chunks.StageBlock(10, 0, other).ok());  // writeback off: uploaded directly
+  EXPECT_EQ(counting_.puts.load(), 7);
+  EXPECT_EQ(chunks.stats().mem_blocks, 0u);
+  EXPECT_EQ(chunks.stats().mem_bytes, 0u);
+
+  EXPECT_EQ(Read(chunks, 7, size, 0, size), data);  // whole blocks: fetched, then cached
+  for (uint64_t id : {8, 9, 10}) EXPECT_EQ(Read(chunks, id, kBlock, 0, kBlock), other);
+  EXPECT_EQ(counting_.gets.load(), 7);
+  EXPECT_EQ(chunks.stats().mem_blocks, 7u);
+  EXPECT_EQ(Read(chunks, 7, size, kBlock + 5, 100), data.substr(kBlock + 5, 100));
+  EXPECT_EQ(counting_.gets.load(), 7);  // now a hit
+}
+
 // A partial read that misses reads just its range (a random 4 KiB read must
 // not wait for a whole block) and tells the prefetch hook, which loads the
 // whole block; later reads anywhere in the block hit the cache.
@@ -371,6 +401,7 @@ TEST_F(BlockCacheTest, DefaultsAreDocumented) {
   EXPECT_EQ(defaults.block_size, 4u << 20);
   EXPECT_EQ(defaults.compression, Compression::kNone);
   EXPECT_EQ(defaults.mem_cache_bytes, 256ull << 20);
+  EXPECT_TRUE(defaults.cache_written);
   EXPECT_TRUE(defaults.cache_dir.empty());
   EXPECT_EQ(defaults.cache_size, 100ull << 30);
   EXPECT_DOUBLE_EQ(defaults.free_space_ratio, 0.1);

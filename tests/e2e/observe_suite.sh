@@ -2,7 +2,8 @@
 # the commands built on them, through a real mount.
 #  - counters move as a known workload says: N creates -> N FUSE creates and
 #    at least N engine mknods; a cold read of a file -> as many GETs as it
-#    has blocks;
+#    has blocks; blocks written to a local bucket stay out of the memory
+#    cache, blocks read go in;
 #  - a real Prometheus server (Debian's prometheus) scrapes --metrics under
 #    load and its query API shows plausible rates of creates and PUTs;
 #  - .accesslog shows a reader the operations done, and records nothing once
@@ -44,6 +45,19 @@ g0=$(get)
 cat "$o/cold" >/dev/null
 g1=$(get)
 [ $((g1 - g0)) -eq 4 ] || fail "cold read of 4 blocks made $((g1 - g0)) GETs"
+
+if [ "$STORAGE" != s3 ]; then
+  log "observe: a local bucket's written blocks stay out of the memory cache; blocks read come in"
+  membytes() { series tessera_blockcache_bytes 'cache="memory"'; }
+  b0=$(membytes)
+  head -c $((2 * 65536)) /dev/urandom >"$o/written"
+  sync "$o/written"
+  b1=$(membytes)
+  [ "$b1" -eq "$b0" ] || fail "writing 2 blocks grew the memory cache from $b0 to $b1 bytes"
+  dd if="$o/written" of=/dev/null bs=65536 iflag=direct status=none || fail "direct read of written"
+  b2=$(membytes)
+  [ "$b2" -eq $((b1 + 2 * 65536)) ] || fail "reading 2 whole blocks left the memory cache at $b2 bytes, want $((b1 + 2 * 65536))"
+fi
 
 log "observe: the same numbers at http://127.0.0.1:$MPORT/metrics"
 curl -sf "http://127.0.0.1:$MPORT/metrics" >"$WORK/metrics.txt" || fail "GET /metrics"
