@@ -108,7 +108,8 @@ Result<std::unique_ptr<Engine>> Open(const std::string& url) {
               "' names a special SQLite database: expected a file path (use memory:// for an in-memory engine)");
     }
     SqliteOptions options;
-    // For side-by-side benchmarks of group commit (bench/group_commit.sh).
+    // For side-by-side benchmarks of group commit (bench/md_ab.sh with a
+    // wrapper that sets it; docs/benchmarks.md).
     if (const char* g = std::getenv("TESSERA_SQLITE_GROUP_COMMIT"); g != nullptr && std::string_view(g) == "0")
       options.group_commit = false;
     return OpenSqlite(rest, options);
