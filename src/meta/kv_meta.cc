@@ -349,7 +349,9 @@ Status KvMeta::FlushDirStats() {
 
 KvMeta::KvMeta(std::unique_ptr<kv::Engine> engine)
     : origin_("k" + std::to_string(NewClientId())),
-      engine_(WatchEngine(std::move(engine), origin_, watching_)),
+      attr_hits_(metrics::NewCounter("tessera_meta_attr_cache_hits_total",
+                                     "Attribute requests answered from the client's attribute cache")),
+      engine_(WatchEngine(std::move(engine), origin_, watching_, &attrs_)),
       inode_ids_(kInodeBatch, [this](uint64_t batch) { return ReserveIds(kNextInode, batch); }),
       slice_ids_(kSliceBatch, [this](uint64_t batch) { return ReserveIds(kNextSlice, batch, true); }) {}
 KvMeta::~KvMeta() {

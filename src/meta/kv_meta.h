@@ -25,7 +25,9 @@
 #include <unordered_map>
 #include <mutex>
 
+#include "common/metrics.h"
 #include "kv/kv.h"
+#include "meta/attr_cache.h"
 #include "meta/meta.h"
 #include "meta/meta_util.h"
 
@@ -33,8 +35,10 @@ namespace tessera::meta {
 
 // The engine KvMeta runs on: notes the changes of each write transaction
 // and notifies them while other clients watch (kv_meta_watch.cc).
+// It also keeps the attribute cache `attrs` in step with what each
+// transaction reads and writes.
 std::unique_ptr<kv::Engine> WatchEngine(std::unique_ptr<kv::Engine> inner, const std::string& origin,
-                                        const std::atomic<bool>& watching);
+                                        const std::atomic<bool>& watching, AttrCache* attrs);
 
 class KvMeta final : public Meta {
  public:
@@ -63,6 +67,7 @@ class KvMeta final : public Meta {
 
   Status Lookup(const Context& ctx, Ino parent, const std::string& name, Ino* ino, Attr* attr) override;
   Status GetAttr(const Context& ctx, Ino ino, Attr* attr) override;
+  Status StatAttr(const Context& ctx, Ino ino, Attr* attr) override;
   Status SetAttr(const Context& ctx, Ino ino, uint32_t mask, const Attr& in, Attr* out) override;
   Status Truncate(const Context& ctx, Ino ino, uint64_t length, bool check_perm, Attr* out) override;
   Status Fallocate(const Context& ctx, Ino ino, int mode, uint64_t off, uint64_t len, Attr* out) override;
@@ -165,6 +170,9 @@ class KvMeta final : public Meta {
   // (kv::Txn::Notify) in the same transaction.
   const std::string origin_;     // this client in the change records
   std::atomic<bool> watching_{false};
+  // Attributes for StatAttr, kept by engine_ while watching (attr_cache.h).
+  AttrCache attrs_;
+  metrics::Counter* const attr_hits_;
   const std::unique_ptr<kv::Engine> engine_;
   // Adds this client (session sid) to the watchers.
   Status RegisterWatcherTx(kv::Txn& tx, uint64_t sid);

@@ -5,7 +5,9 @@
 // client watches (the "watchers" counter, read in the same transaction),
 // they go out through kv::Txn::Notify, committed with the change itself:
 // the sqlite3 engine's log table, PostgreSQL's NOTIFY, the memory engine's
-// log. A client alone on its volume writes nothing more.
+// log. A client alone on its volume writes nothing more. The same wrapper
+// keeps the client's attribute cache (attr_cache.h) in step with every
+// record its transactions read and write.
 #include <fmt/format.h>
 
 #include <chrono>
@@ -35,26 +37,64 @@ constexpr int kWatchGraceMs = 5000;
 // its payload travels hex-encoded.
 constexpr size_t kMaxPayload = 3900;
 
+// After changes may have been missed, the attribute cache stays empty this
+// long (as the kernel's caches stay short: fuse/coherence.h).
+constexpr int kAttrsLostBriefMs = 1000;
+
+// The inode of an attribute record's key ("A" ino "I"), or 0.
+Ino AttrKeyIno(std::string_view key) {
+  if (key.size() != 10 || key[0] != 'A' || key[9] != 'I') return 0;
+  return kv::ReadU64BE(key.substr(1, 8));
+}
+
+// The attribute records a transaction reads or writes, for the cache: the
+// last value of each inode (a few per transaction: a scan beats a map);
+// without `decode` only which inodes (present = false).
+class AttrValues {
+ public:
+  explicit AttrValues(bool decode) : decode_(decode) {}
+  void Note(Ino ino, const std::string_view* value) {
+    AttrCache::Value* slot = nullptr;
+    for (AttrCache::Value& v : values_)
+      if (v.ino == ino) slot = &v;
+    if (slot == nullptr) slot = &values_.emplace_back();
+    slot->ino = ino;
+    slot->present = decode_ && value != nullptr && DecodeAttr(*value, &slot->attr).ok();
+  }
+  std::vector<AttrCache::Value> Take() {
+    std::vector<AttrCache::Value> out;
+    out.swap(values_);
+    return out;
+  }
+
+ private:
+  const bool decode_;
+  std::vector<AttrCache::Value> values_;
+};
+
 // Passes everything to the transaction below and notes the changes its
-// writes make.
+// writes make, and the attribute records it writes into `values`.
 class RecordingTxn final : public kv::Txn {
  public:
-  explicit RecordingTxn(kv::Txn& inner) : inner_(inner) {}
+  RecordingTxn(kv::Txn& inner, AttrValues* values) : inner_(inner), values_(values) {}
 
   Result<std::string> Get(std::string_view key) override { return inner_.Get(key); }
   Status Put(std::string_view key, std::string_view value) override {
-    Note(key);
+    Note(key, &value);
     return inner_.Put(key, value);
   }
   Status Delete(std::string_view key) override {
-    Note(key);
+    Note(key, nullptr);
     return inner_.Delete(key);
   }
   Status Scan(std::string_view begin, std::string_view end, size_t limit, const ScanFn& fn) override {
     return inner_.Scan(begin, end, limit, fn);
   }
   Status PutMany(const KeyValues& kvs) override {
-    for (const auto& kv : kvs) Note(kv.first);
+    for (const auto& kv : kvs) {
+      const std::string_view value = kv.second;
+      Note(kv.first, &value);
+    }
     return inner_.PutMany(kvs);
   }
   Result<int64_t> Incr(std::string_view key, int64_t delta) override { return inner_.Incr(key, delta); }
@@ -63,10 +103,11 @@ class RecordingTxn final : public kv::Txn {
   const std::vector<Change>& changes() const { return changes_; }
 
  private:
-  void Note(std::string_view key) {
+  void Note(std::string_view key, const std::string_view* value) {
     if (key.size() < 10 || key[0] != 'A') return;
     const Ino ino = kv::ReadU64BE(key.substr(1, 8));
     if (key[9] == 'I') {
+      if (key.size() == 10) values_->Note(ino, value);
       // Transactions write a few inodes, often twice: a scan beats a set
       // (no allocation) until there are many.
       if (changes_.size() < kScanLimit) {
@@ -86,20 +127,70 @@ class RecordingTxn final : public kv::Txn {
 
   static constexpr size_t kScanLimit = 16;
   kv::Txn& inner_;
+  AttrValues* const values_;
   std::unordered_set<Ino> inodes_;  // once changes_ holds kScanLimit
   std::vector<Change> changes_;
 };
 
+// A read-only transaction whose attribute records go to the cache.
+class ReadingTxn final : public kv::Txn {
+ public:
+  ReadingTxn(kv::Txn& inner, AttrValues* values) : inner_(inner), values_(values) {}
+
+  Result<std::string> Get(std::string_view key) override {
+    Result<std::string> v = inner_.Get(key);
+    if (v.ok()) {
+      if (const Ino ino = AttrKeyIno(key); ino != 0) {
+        const std::string_view value = *v;
+        values_->Note(ino, &value);
+      }
+    }
+    return v;
+  }
+  Status Put(std::string_view key, std::string_view value) override { return inner_.Put(key, value); }
+  Status Delete(std::string_view key) override { return inner_.Delete(key); }
+  Status Scan(std::string_view begin, std::string_view end, size_t limit, const ScanFn& fn) override {
+    return inner_.Scan(begin, end, limit, fn);
+  }
+  Status PutMany(const KeyValues& kvs) override { return inner_.PutMany(kvs); }
+  Result<int64_t> Incr(std::string_view key, int64_t delta) override { return inner_.Incr(key, delta); }
+  Status Notify(std::string_view payload) override { return inner_.Notify(payload); }
+
+ private:
+  kv::Txn& inner_;
+  AttrValues* const values_;
+};
+
 class WatchedEngine final : public kv::Engine {
  public:
-  WatchedEngine(std::unique_ptr<kv::Engine> inner, const std::string& origin, const std::atomic<bool>& watching)
-      : inner_(std::move(inner)), origin_(origin), watching_(watching) {}
+  WatchedEngine(std::unique_ptr<kv::Engine> inner, const std::string& origin, const std::atomic<bool>& watching,
+                AttrCache* attrs)
+      : inner_(std::move(inner)), origin_(origin), watching_(watching), attrs_(attrs) {}
 
   Status Run(const TxnFn& fn, bool read_only) override {
-    if (read_only) return inner_->Run(fn, true);
-    return inner_->Run([&](kv::Txn& tx) {
-      RecordingTxn rec(tx);
-      RETURN_IF_ERROR(fn(rec));
+    // The cache's clock before the transaction starts: what it reads or
+    // writes is kept only if nothing changed those inodes meanwhile. A
+    // write always reports the inodes it touched (a watch may start while
+    // it runs); their values only while the cache is in use.
+    const bool record = attrs_->started() && attrs_->Active();
+    if (read_only && !record) return inner_->Run(fn, true);
+    const uint64_t since = attrs_->Now();
+    AttrValues values(record);
+    if (read_only) {
+      Status st = inner_->Run([&](kv::Txn& tx) {
+        values.Take();  // a retried attempt reads again
+        ReadingTxn rd(tx, &values);
+        return fn(rd);
+      }, true);
+      if (st.ok()) attrs_->Filled(since, values.Take());
+      return st;
+    }
+    std::vector<AttrCache::Value> written;
+    Status st = inner_->Run([&](kv::Txn& tx) {
+      RecordingTxn rec(tx, &values);
+      Status fst = fn(rec);
+      written = values.Take();  // this attempt's (an earlier one rolled back)
+      RETURN_IF_ERROR(fst);
       if (rec.changes().empty()) return Status::OK();
       ASSIGN_OR_RETURN(bool others, OthersWatch(tx));
       if (!others) return Status::OK();
@@ -107,8 +198,15 @@ class WatchedEngine final : public kv::Engine {
       if (payload.size() > kMaxPayload) payload = origin_ + std::string("\0*", 2);
       return tx.Notify(payload);
     }, false);
+    // Whatever the outcome: a failed or unknown one forgets what it touched.
+    attrs_->Committed(since, st.ok(), written);
+    return st;
   }
-  Status DropAll() override { return inner_->DropAll(); }
+  Status DropAll() override {
+    Status st = inner_->DropAll();
+    attrs_->Clear();
+    return st;
+  }
   Status Sync() override { return inner_->Sync(); }
 
   // Whether a client other than this one watches: the watchers counter,
@@ -138,6 +236,7 @@ class WatchedEngine final : public kv::Engine {
   const std::unique_ptr<kv::Engine> inner_;
   const std::string& origin_;
   const std::atomic<bool>& watching_;
+  AttrCache* const attrs_;
   const bool exact_ = !inner_->RemoteReads();  // reads the counter in every transaction
   std::atomic<int64_t> checked_ms_{INT64_MIN / 2};  // steady clock: when others_ was read
   std::atomic<bool> others_{false};
@@ -146,8 +245,8 @@ class WatchedEngine final : public kv::Engine {
 }  // namespace
 
 std::unique_ptr<kv::Engine> WatchEngine(std::unique_ptr<kv::Engine> inner, const std::string& origin,
-                                        const std::atomic<bool>& watching) {
-  return std::make_unique<WatchedEngine>(std::move(inner), origin, watching);
+                                        const std::atomic<bool>& watching, AttrCache* attrs) {
+  return std::make_unique<WatchedEngine>(std::move(inner), origin, watching, attrs);
 }
 
 Status KvMeta::RegisterWatcherTx(kv::Txn& tx, uint64_t sid) {
@@ -173,7 +272,28 @@ Status KvMeta::DropWatchersTx(kv::Txn& tx, uint64_t sid, std::string_view origin
 }
 
 void KvMeta::OnPayloads(const std::vector<std::string>& payloads, bool lost) {
-  DeliverChanges(watch_fn_, payloads, origin_, lost);
+  // The attribute cache forgets first: the kernel, told next, asks again.
+  DeliverChanges(
+      [this](const std::vector<Change>& changes, bool all) {
+        if (all) {
+          attrs_.Lost(kAttrsLostBriefMs);
+        } else {
+          std::vector<Ino> inodes;
+          for (const Change& c : changes)
+            if (c.parent == 0) inodes.push_back(c.ino);
+          attrs_.Invalidate(inodes);
+        }
+        if (watch_fn_) watch_fn_(changes, all);
+      },
+      payloads, origin_, lost);
+}
+
+Status KvMeta::StatAttr(const Context& ctx, Ino ino, Attr* attr) {
+  if (attrs_.Active() && !releases_.Pending(ino) && attrs_.Get(ino, attr)) {
+    attr_hits_->Inc();
+    return Status::OK();
+  }
+  return GetAttr(ctx, ino, attr);
 }
 
 Status KvMeta::WatchChanges(ChangeFn fn) {
@@ -188,6 +308,7 @@ Status KvMeta::WatchChanges(ChangeFn fn) {
     return st;
   }
   watching_ = true;
+  attrs_.Start(WatchGraceMs());
   return Status::OK();
 }
 
@@ -198,6 +319,7 @@ void KvMeta::StopWatching() {
   if (!listener_) return;
   listener_.reset();
   watching_ = false;
+  attrs_.Stop();
   Status st = engine_->Run([&](kv::Txn& tx) { return DropWatchersTx(tx, 0, origin_); });
   // Others then notify this client for nothing until its session is cleaned.
   if (!st.ok()) LOG_WARN("leaving the watchers of changes: {}", st.ToString());

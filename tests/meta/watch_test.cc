@@ -17,6 +17,7 @@
 
 #include <gtest/gtest.h>
 
+#include "common/metrics.h"
 #include "meta/meta.h"
 #include "two_clients.h"
 
@@ -235,6 +236,78 @@ TEST_P(WatchTest, ABrokenWatchReportsLostAndRecovers) {
     again = seen.WaitEntry(kRootIno, name, 200ms);
   }
   EXPECT_TRUE(again) << "changes no longer arrive after the connection was cut";
+}
+
+// The attribute cache behind Meta::StatAttr (KvMeta: memory, sqlite3,
+// postgres; Redis answers from the engine): a watcher's own changes show at
+// once; another client's as soon as they are reported, before the watcher
+// is told, never later; unchanged attributes cost no engine read (the hit
+// counter moves); a stopped watch keeps nothing.
+TEST_P(WatchTest, StatAttrFollowsOwnAndReportedChanges) {
+  const Context root = Context::Root();
+  Collector& seen = b_seen_;
+  ASSERT_TRUE(b_->WatchChanges(seen.fn()).ok());
+  NoticeWatchers();
+  std::this_thread::sleep_for(std::chrono::milliseconds(b_->WatchGraceMs()));
+  const bool cached = GetParam() != "redis";
+  metrics::Counter* hits = metrics::NewCounter("tessera_meta_attr_cache_hits_total",
+                                               "Attribute requests answered from the client's attribute cache");
+  auto mode_of = [&](Ino ino) {
+    Attr got;
+    Status st = b_->StatAttr(root, ino, &got);
+    EXPECT_TRUE(st.ok()) << st.ToString();
+    return got.mode & 07777;
+  };
+
+  Ino f = 0;
+  Attr attr, got;
+  ASSERT_TRUE(a_->Mknod(root, kRootIno, "f", S_IFREG | 0644, 0, 0, "", &f, &attr).ok());
+  ASSERT_TRUE(seen.WaitInode(f));
+  EXPECT_EQ(mode_of(f), 0644u);
+  const uint64_t h0 = hits->value();
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(mode_of(f), 0644u);
+  if (cached) {
+    EXPECT_EQ(hits->value() - h0, 3u) << "unchanged attributes were read from the engine";
+  }
+
+  // Another client's changes: new once reported.
+  seen.Clear();
+  Attr in;
+  in.mode = 0600;
+  ASSERT_TRUE(a_->SetAttr(root, f, kSetMode, in, &attr).ok());
+  ASSERT_TRUE(seen.WaitInode(f)) << "chmod";
+  EXPECT_EQ(mode_of(f), 0600u) << "another client's chmod, reported, still answered from the cache";
+  seen.Clear();
+  ASSERT_TRUE(a_->Write(root, f, 0, chunk::Slice{0, 77, 4096, 0, 4096}, Now(), &attr).ok());
+  ASSERT_TRUE(seen.WaitInode(f)) << "write";
+  ASSERT_TRUE(b_->StatAttr(root, f, &got).ok());
+  EXPECT_EQ(got.length, 4096u) << "another client's write, reported, still answered from the cache";
+
+  // Its own changes: at once, and then from the cache.
+  in.mode = 0640;
+  ASSERT_TRUE(b_->SetAttr(root, f, kSetMode, in, &attr).ok());
+  EXPECT_EQ(mode_of(f), 0640u);
+  ASSERT_TRUE(b_->Truncate(root, f, 100, true, &attr).ok());
+  const uint64_t h1 = hits->value();
+  ASSERT_TRUE(b_->StatAttr(root, f, &got).ok());
+  EXPECT_EQ(got.length, 100u);
+  if (cached) {
+    EXPECT_EQ(hits->value() - h1, 1u) << "its own truncate's attributes were not kept";
+  }
+  Ino g = 0;
+  ASSERT_TRUE(b_->Mknod(root, kRootIno, "g", S_IFREG | 0604, 0, 0, "", &g, &attr).ok());
+  EXPECT_EQ(mode_of(g), 0604u);
+  ASSERT_TRUE(b_->Unlink(root, kRootIno, "g").ok());
+  EXPECT_EQ(b_->StatAttr(root, g, &got).code(), b_->GetAttr(root, g, &attr).code()) << "after its own unlink";
+
+  // Stopped: nothing is answered from the cache any more.
+  b_->StopWatching();
+  const uint64_t h2 = hits->value();
+  EXPECT_EQ(mode_of(f), 0640u);
+  EXPECT_EQ(hits->value(), h2);
+  in.mode = 0444;
+  ASSERT_TRUE(a_->SetAttr(root, f, kSetMode, in, &attr).ok());
+  EXPECT_EQ(mode_of(f), 0444u) << "a stopped watch answered from what it kept";
 }
 
 INSTANTIATE_TEST_SUITE_P(Engines, WatchTest, ::testing::Values("memory", "sqlite3", "redis", "postgres"),
