@@ -1,5 +1,5 @@
 // Inode attributes as this client last knew them from the engine, for the
-// kernel's GETATTR (Meta::StatAttr): after writing a file the kernel marks
+// kernel's GETATTR (Meta::CachedAttr): after writing a file the kernel marks
 // its attributes stale and asks again, and an engine read for that answer
 // was a fifth of the request's cost on SQLite.
 //

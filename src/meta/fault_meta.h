@@ -110,7 +110,7 @@ class FaultMeta final : public Meta {
     return Delayed(inner_->Lookup(ctx, parent, name, ino, attr));
   }
   Status GetAttr(const Context& ctx, Ino ino, Attr* attr) override { return Delayed(inner_->GetAttr(ctx, ino, attr)); }
-  Status StatAttr(const Context& ctx, Ino ino, Attr* attr) override { return Delayed(inner_->StatAttr(ctx, ino, attr)); }
+  bool CachedAttr(Ino ino, Attr* attr) override { return inner_->CachedAttr(ino, attr); }
   Status SetAttr(const Context& ctx, Ino ino, uint32_t mask, const Attr& in, Attr* out) override {
     return Run(kAttrs, "setattr", [&] { return inner_->SetAttr(ctx, ino, mask, in, out); });
   }

@@ -67,7 +67,7 @@ class KvMeta final : public Meta {
 
   Status Lookup(const Context& ctx, Ino parent, const std::string& name, Ino* ino, Attr* attr) override;
   Status GetAttr(const Context& ctx, Ino ino, Attr* attr) override;
-  Status StatAttr(const Context& ctx, Ino ino, Attr* attr) override;
+  bool CachedAttr(Ino ino, Attr* attr) override;
   Status SetAttr(const Context& ctx, Ino ino, uint32_t mask, const Attr& in, Attr* out) override;
   Status Truncate(const Context& ctx, Ino ino, uint64_t length, bool check_perm, Attr* out) override;
   Status Fallocate(const Context& ctx, Ino ino, int mode, uint64_t off, uint64_t len, Attr* out) override;
@@ -170,7 +170,7 @@ class KvMeta final : public Meta {
   // (kv::Txn::Notify) in the same transaction.
   const std::string origin_;     // this client in the change records
   std::atomic<bool> watching_{false};
-  // Attributes for StatAttr, kept by engine_ while watching (attr_cache.h).
+  // Attributes for CachedAttr, kept by engine_ while watching (attr_cache.h).
   AttrCache attrs_;
   metrics::Counter* const attr_hits_;
   const std::unique_ptr<kv::Engine> engine_;

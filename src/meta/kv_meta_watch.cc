@@ -288,12 +288,10 @@ void KvMeta::OnPayloads(const std::vector<std::string>& payloads, bool lost) {
       payloads, origin_, lost);
 }
 
-Status KvMeta::StatAttr(const Context& ctx, Ino ino, Attr* attr) {
-  if (attrs_.Active() && !releases_.Pending(ino) && attrs_.Get(ino, attr)) {
-    attr_hits_->Inc();
-    return Status::OK();
-  }
-  return GetAttr(ctx, ino, attr);
+bool KvMeta::CachedAttr(Ino ino, Attr* attr) {
+  if (!attrs_.Active() || releases_.Pending(ino) || !attrs_.Get(ino, attr)) return false;
+  attr_hits_->Inc();
+  return true;
 }
 
 Status KvMeta::WatchChanges(ChangeFn fn) {

@@ -371,12 +371,13 @@ class Meta {
   // ---- namespace ----
   virtual Status Lookup(const Context& ctx, Ino parent, const std::string& name, Ino* ino, Attr* attr) = 0;
   virtual Status GetAttr(const Context& ctx, Ino ino, Attr* attr) = 0;
-  // GetAttr for the kernel's own attribute requests: may answer from a cache
-  // the engine keeps coherent while watching (KvMeta, attr_cache.h), so a
-  // change of another client shows within the report delay, as in the
-  // kernel's caches. Whatever must see the engine's latest (an open's
-  // close-to-open check, a refresh after a reported change) calls GetAttr.
-  virtual Status StatAttr(const Context& ctx, Ino ino, Attr* attr) { return GetAttr(ctx, ino, attr); }
+  // For the kernel's own attribute requests: the attributes a cache kept
+  // coherent while watching holds (KvMeta, attr_cache.h), without an engine
+  // request; false: ask GetAttr. A change of another client shows there
+  // within the report delay, as in the kernel's caches. Whatever must see
+  // the engine's latest (an open's close-to-open check, a refresh after a
+  // reported change) calls GetAttr.
+  virtual bool CachedAttr(Ino ino, Attr* attr) { return false; }
   virtual Status SetAttr(const Context& ctx, Ino ino, uint32_t mask, const Attr& in, Attr* out) = 0;
   // check_perm=false for ftruncate on a descriptor already open for writing.
   virtual Status Truncate(const Context& ctx, Ino ino, uint64_t length, bool check_perm, Attr* out) = 0;

@@ -54,9 +54,7 @@ class MetricsMeta final : public Meta {
   Status GetAttr(const Context& ctx, Ino ino, Attr* attr) override {
     return Timed(kGetAttr, [&] { return inner_->GetAttr(ctx, ino, attr); });
   }
-  Status StatAttr(const Context& ctx, Ino ino, Attr* attr) override {
-    return Timed(kGetAttr, [&] { return inner_->StatAttr(ctx, ino, attr); });
-  }
+  bool CachedAttr(Ino ino, Attr* attr) override { return inner_->CachedAttr(ino, attr); }  // no engine request
   Status SetAttr(const Context& ctx, Ino ino, uint32_t mask, const Attr& in, Attr* out) override {
     return Timed(kSetAttr, [&] { return inner_->SetAttr(ctx, ino, mask, in, out); });
   }

@@ -402,7 +402,7 @@ Status Vfs::Lookup(const Context& ctx, Ino parent, const std::string& name, Ino*
 Status Vfs::GetAttr(const Context& ctx, Ino ino, Attr* attr) {
   if (dirs_.Get(ino, attr)) return Status::OK();  // as this client's last change of it left it
   const uint64_t epoch = data_->CommitEpoch();
-  RETURN_IF_ERROR(Stale(meta_->StatAttr(ctx, ino, attr)));
+  if (!meta_->CachedAttr(ino, attr)) RETURN_IF_ERROR(Stale(meta_->GetAttr(ctx, ino, attr)));
   return MergePending(ctx, epoch, ino, attr);
 }
 

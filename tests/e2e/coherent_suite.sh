@@ -93,12 +93,15 @@ engine_lookups() {  # mount 2's lookup and getattr requests to the engine
   grep -E '^tessera_meta_op_duration_seconds_count\{.*op="(lookup|getattr)"' "$MNT2/.stats" | awk '{s += $2} END {print s + 0}'
 }
 drops() { grep -E '^tessera_kernel_cache_drops_total' "$MNT2/.stats" | awk '{print $2 + 0}'; }
+invalidations() { grep -E '^tessera_kernel_invalidations_total' "$MNT2/.stats" | awk '{print $2 + 0}'; }
 # Caches the tree through mount 2, then counts what 150 stats and 9 lookups
 # of missing names 2 s later ask the engine (sets asked, and dropped: the
 # times mount 2 dropped its caches since the count $1, because its watch
-# reported missed changes).
+# reported missed changes; invalidated: reports of changes mount 2 applied
+# meanwhile, which mean the tree was not unchanged yet from where it stands).
 unchanged_tree_requests() {
-  local first before reading
+  local first before reading inv0
+  inv0=$(invalidations)
   ls -l "$MNT2/co/tree" >/dev/null
   stat "$MNT2" "$MNT2/co" >/dev/null  # the path to it, whose attributes the creates changed
   for i in 1 2 3; do [ ! -e "$MNT2/co/tree/missing$i" ] || fail "missing$i exists"; done  # "no such name" cached
@@ -115,18 +118,22 @@ unchanged_tree_requests() {
   done
   asked=$(($(engine_lookups) - before - reading))
   dropped=$(($(drops) - $1))
+  invalidated=$(($(invalidations) - inv0))
 }
 unchanged_tree_requests 0  # since mount 2 started
 # The guarantee holds while the watch works: a watch that reported missed
 # changes (a broken or silent connection, on a loaded machine) drops every
-# cache and keeps timeouts short for 5 s. That is measured once more after.
-if [ "$asked" -ne 0 ] && [ "$dropped" -gt 0 ]; then
-  log "coherent: mount 2 dropped its caches $dropped time(s) meanwhile ($(grep -c 'caches dropped' "$WORK/mount2.log") warning(s) in its log); measuring again"
+# cache and keeps timeouts short for 5 s; reports of mount 1's writes that
+# arrive late (PostgreSQL's NOTIFY on a loaded machine) give what mount 2
+# read meanwhile the short timeout (docs/consistency.md, "Races"). Either
+# way the tree is measured once more after.
+if [ "$asked" -ne 0 ] && { [ "$dropped" -gt 0 ] || [ "$invalidated" -gt 0 ]; }; then
+  log "coherent: mount 2 dropped its caches $dropped time(s) and applied $invalidated report(s) of changes meanwhile ($(grep -c 'caches dropped' "$WORK/mount2.log") warning(s) in its log); measuring again"
   sleep 6
   unchanged_tree_requests "$(drops)"
 fi
 if [ "$asked" -ne 0 ]; then
-  echo "[e2e] mount 2: cache drops during the measurement: $dropped; its log (tail):" >&2
+  echo "[e2e] mount 2: cache drops during the measurement: $dropped, reports of changes applied: $invalidated; its log (tail):" >&2
   tail -20 "$WORK/mount2.log" >&2 || true
   fail "150 stats and 9 lookups of missing names in an unchanged tree asked the engine $asked times"
 fi
