@@ -81,11 +81,12 @@ void AttrCache::Committed(uint64_t since, bool ok, const std::vector<Value>& wri
   if (written.empty() || !started_.load(std::memory_order_acquire)) return;
   std::lock_guard lock(mu_);
   const uint64_t stamp = ++clock_;
-  const bool keep = ok && since >= floor_ && active_.load(std::memory_order_relaxed);
+  const bool keep = ok && active_.load(std::memory_order_relaxed);
   for (const Value& v : written) {
     auto it = slots_.find(v.ino);
     const bool raced = it != slots_.end() && it->second.stamp > since;
     Slot& s = SlotLocked(v.ino);
+    // floor_ read after SlotLocked, which may have dropped everything.
     s.valid = keep && !raced && v.present && since >= floor_;
     if (s.valid) s.attr = v.attr;
     s.stamp = stamp;

@@ -172,9 +172,10 @@ class WatchedEngine final : public kv::Engine {
     // writes is kept only if nothing changed those inodes meanwhile. A
     // write always reports the inodes it touched (a watch may start while
     // it runs); their values only while the cache is in use.
-    const bool record = attrs_->started() && attrs_->Active();
+    // A cache never started has no clock to read (0: older than anything).
+    const bool record = attrs_->Active();
     if (read_only && !record) return inner_->Run(fn, true);
-    const uint64_t since = attrs_->Now();
+    const uint64_t since = attrs_->started() ? attrs_->Now() : 0;
     AttrValues values(record);
     if (read_only) {
       Status st = inner_->Run([&](kv::Txn& tx) {
