@@ -86,21 +86,25 @@ if [ "$SANITIZERS" = 1 ]; then
   # end-to-end suites leave most of a core idle); their output follows.
   step "tests (ASan+UBSan), and beside them the tests (TSan)"
   TSAN_LOG=$(mktemp /tmp/tessera-tsan-tests.XXXXXX.log)
-  # The backends' unit tests under ASan (each with its own servers) follow the
-  # TSan ones in the background (a subshell cannot wait for its sibling, so it
-  # polls the TSan job's pid), so they too run beside the ASan end-to-end
-  # suites instead of after them; then, in the same lane, a few of those
-  # suites (ASAN_SIDE: about a quarter of their time), which balances the two
-  # lanes (about 5 min of TSan and backend tests against 11 of suites).
-  ASAN_SIDE='^(e2e_fsx|e2e_observe|e2e_gc|e2e_rmr)$'
+  # The backends' unit tests under ASan (each with its own servers) start once
+  # the CPU-bound TSan unit tests are done (a subshell cannot wait for its
+  # sibling: it polls for the file the TSan job leaves, or its end), beside
+  # the TSan job's own backend tests: both mostly wait on servers and
+  # timeouts. So they too run beside the ASan end-to-end suites instead of
+  # after them; then, in the same lane, a few of those suites (ASAN_SIDE),
+  # which balances the two lanes (about 9 min each).
+  ASAN_SIDE='^(e2e_fsx|e2e_observe|e2e_gc|e2e_rmr|e2e_clone)$'
   ASAN_BACKEND_LOG=$(mktemp /tmp/tessera-asan-backend-tests.XXXXXX.log)
+  TSAN_UNIT_DONE=$(mktemp -u /tmp/tessera-tsan-unit-done.XXXXXX)
   (
-    TSAN_OPTIONS=halt_on_error=1 TESSERA_TEST_QUICK=1 ctest --test-dir build-tsan --output-on-failure -j 1 -L unit -LE 'backend|fuzz' &&
-      TSAN_OPTIONS=halt_on_error=1 TESSERA_TEST_QUICK=1 ctest --test-dir build-tsan --output-on-failure -j 4 -L backend
+    tsan_unit=0
+    TSAN_OPTIONS=halt_on_error=1 TESSERA_TEST_QUICK=1 ctest --test-dir build-tsan --output-on-failure -j 1 -L unit -LE 'backend|fuzz' || tsan_unit=1
+    touch "$TSAN_UNIT_DONE"
+    [ "$tsan_unit" = 0 ] && TSAN_OPTIONS=halt_on_error=1 TESSERA_TEST_QUICK=1 ctest --test-dir build-tsan --output-on-failure -j 4 -L backend
   ) >"$TSAN_LOG" 2>&1 &
   TSAN_TESTS=$!
   (
-    while kill -0 "$TSAN_TESTS" 2>/dev/null; do sleep 2; done
+    while [ ! -e "$TSAN_UNIT_DONE" ] && kill -0 "$TSAN_TESTS" 2>/dev/null; do sleep 2; done
     side_ok=0
     ASAN_OPTIONS=detect_leaks=1 TESSERA_TEST_QUICK=1 ctest --test-dir build-asan --output-on-failure -j 4 -L backend || side_ok=1
     ASAN_OPTIONS=detect_leaks=1 TESSERA_E2E_QUICK=1 TESSERA_TEST_QUICK=1 ctest --test-dir build-asan --output-on-failure -j 1 -R "$ASAN_SIDE" || side_ok=1
@@ -122,7 +126,7 @@ if [ "$SANITIZERS" = 1 ]; then
   wait "$ASAN_BACKEND_TESTS" || asan_ok=0
   ASAN_BACKEND_TESTS=
   cat "$ASAN_BACKEND_LOG"
-  rm -f "$ASAN_BACKEND_LOG"
+  rm -f "$ASAN_BACKEND_LOG" "$TSAN_UNIT_DONE"
   [ "$asan_ok" = 1 ] || { echo "test.sh: ASan+UBSan tests failed (above)" >&2; exit 1; }
   [ "$tsan_ok" = 1 ] || { echo "test.sh: TSan tests failed (above)" >&2; exit 1; }
 fi
