@@ -341,6 +341,15 @@ bool Vfs::Saw(Ino ino, const Attr& attr) {
   return same;
 }
 
+void Vfs::SawOwnWrites(const Context& ctx, Handle* fh) {
+  Attr attr;
+  // Our writes went through the kernel's page cache, so it matches the
+  // file as our last commit left it: remember that for the next open's
+  // keep_cache (a later change by another client then differs from it).
+  if (fh->written && (fh->file->LastCommittedAttr(&attr) || meta_->GetAttr(ctx, fh->ino, &attr).ok()))
+    Saw(fh->ino, attr);
+}
+
 namespace {
 // The kernel asked about an inode it looked up earlier, which has been
 // deleted since (e.g. replaced by a rename in another thread or client).
@@ -616,6 +625,9 @@ Status Vfs::CommitThrough(const Context& ctx, Handle* fh, bool fsync) {
 Status Vfs::Flush(const Context& ctx, Handle* fh, uint64_t lock_owner) {
   Status st = fh->file ? CheckSession(fh) : Status::OK();
   if (st.ok() && fh->file) st = CommitThrough(ctx, fh, false);
+  // close(2) waits for FLUSH but not for RELEASE: an open right after the
+  // close may come before the release.
+  if (st.ok() && fh->file) SawOwnWrites(ctx, fh);
   Status lst = DropPosixLocks(ctx, fh->ino, lock_owner);
   return st.ok() ? lst : st;
 }
@@ -642,12 +654,7 @@ Status Vfs::Release(const Context& ctx, Handle* fh) {
     st = CheckSession(h.get());
     if (st.ok()) st = CommitThrough(ctx, h.get(), false);
     if (!st.ok()) LOG_ERROR("inode {}: data written but not committed at close: {}", h->ino, st.ToString());
-    Attr attr;
-    // Our writes went through the kernel's page cache, so it matches the
-    // file as our last commit left it: remember that for the next open's
-    // keep_cache (a later change by another client then differs from it).
-    if (st.ok() && h->written && (h->file->LastCommittedAttr(&attr) || meta_->GetAttr(ctx, h->ino, &attr).ok()))
-      Saw(h->ino, attr);
+    if (st.ok()) SawOwnWrites(ctx, h.get());
     ReleaseFile(h->ino);
   }
   Status cst = meta_->Close(ctx, h->ino);

@@ -390,6 +390,9 @@ class Vfs {
   // Records attr as what the kernel caches of ino; returns whether it
   // matches what was recorded before (the cached pages are still valid).
   bool Saw(Ino ino, const Attr& attr);
+  // After a commit at close: what this handle wrote is what the kernel's
+  // pages of the file hold (Saw).
+  void SawOwnWrites(const Context& ctx, Handle* fh);
 
   // POSIX locks: the owners holding (or having held) one per inode, so that
   // a close drops them with one engine call, and costs none when the file

@@ -1300,6 +1300,21 @@ TEST_F(VfsTest, KeepCacheOnlyWhileTheFileIsUnchanged) {
   EXPECT_EQ(OpenKeepsCache(ino), 1);
 }
 
+// close(2) waits for FLUSH, not for RELEASE, which the kernel sends later:
+// an open right after the close may come first. It keeps the pages all the
+// same (the e2e coherent suite failed when a release came late).
+TEST_F(VfsTest, KeepCacheFromTheFlushBeforeTheRelease) {
+  ASSERT_NO_FATAL_FAILURE(StartVfs(DefaultConfig()));
+  Ino ino = 0;
+  Handle* fh = Create("flushed", &ino);
+  ASSERT_NE(fh, nullptr);
+  ASSERT_NO_FATAL_FAILURE(Write(fh, 0, "hello"));
+  ASSERT_OK(vfs_->Flush(ctx_, fh, 0));
+  EXPECT_EQ(OpenKeepsCache(ino), 1) << "an open between the close's flush and its release dropped the pages";
+  Release(fh);
+  EXPECT_EQ(OpenKeepsCache(ino), 1);
+}
+
 // The pages a close leaves in the kernel are this client's writes as its
 // commit left the file. A change another client made after that commit but
 // before the close is not in them: the next open must drop them (the close
