@@ -268,12 +268,12 @@ for suite in $SUITES; do
       tar -C "$SRC" --exclude='./build*' -cf - . | tar -x -C "$MNT/project"
     fi
     (cd "$MNT/project" && cmake -S . -B out -G Ninja -DCMAKE_BUILD_TYPE=Debug >/dev/null &&
-      ninja -C out -j 2 tessera_kv tessera_object tessera_chunk >/dev/null) || fail "project build"
+      ninja -C out -j 2 tessera_object >/dev/null) || fail "project build"  # and tessera_common: 19 sources
     unmount_volume
     mount_volume
-    [ -f "$MNT/project/out/src/libtessera_kv.a" ] || fail "build output missing after remount"
+    [ -f "$MNT/project/out/src/libtessera_object.a" ] || fail "build output missing after remount"
     # Nothing to recompile: every object and timestamp survived the remount.
-    rebuilt=$(cd "$MNT/project" && ninja -C out tessera_kv tessera_object tessera_chunk | grep -c "Building CXX" || true)
+    rebuilt=$(cd "$MNT/project" && ninja -C out tessera_object | grep -c "Building CXX" || true)
     [ "$rebuilt" = 0 ] || fail "build not up to date after remount ($rebuilt objects rebuilt)"
     ;;
   compact)
