@@ -117,6 +117,15 @@ class VfsTest : public ::testing::Test {
 
   void Release(Handle* fh) { EXPECT_OK(vfs_->Release(ctx_, fh)); }
 
+  // A new file with "hello" written and flushed (a close(2) whose RELEASE is
+  // still to come): the handle goes to *fh.
+  void CreateWrittenAndFlushed(const std::string& name, Ino* ino, Handle** fh) {
+    *fh = Create(name, ino);
+    ASSERT_NE(*fh, nullptr);
+    ASSERT_NO_FATAL_FAILURE(Write(*fh, 0, "hello"));
+    ASSERT_OK(vfs_->Flush(ctx_, *fh, 0));
+  }
+
   // Opens ino read-only and closes it again: whether the open kept the
   // kernel's cached pages (keep_cache). -1 if it failed.
   int OpenKeepsCache(Ino ino) {
@@ -1306,10 +1315,8 @@ TEST_F(VfsTest, KeepCacheOnlyWhileTheFileIsUnchanged) {
 TEST_F(VfsTest, KeepCacheFromTheFlushBeforeTheRelease) {
   ASSERT_NO_FATAL_FAILURE(StartVfs(DefaultConfig()));
   Ino ino = 0;
-  Handle* fh = Create("flushed", &ino);
-  ASSERT_NE(fh, nullptr);
-  ASSERT_NO_FATAL_FAILURE(Write(fh, 0, "hello"));
-  ASSERT_OK(vfs_->Flush(ctx_, fh, 0));
+  Handle* fh = nullptr;
+  ASSERT_NO_FATAL_FAILURE(CreateWrittenAndFlushed("flushed", &ino, &fh));
   EXPECT_EQ(OpenKeepsCache(ino), 1) << "an open between the close's flush and its release dropped the pages";
   Release(fh);
   EXPECT_EQ(OpenKeepsCache(ino), 1);
@@ -1322,10 +1329,8 @@ TEST_F(VfsTest, KeepCacheFromTheFlushBeforeTheRelease) {
 TEST_F(VfsTest, KeepCacheNotClaimedForAChangeBeforeTheClose) {
   ASSERT_NO_FATAL_FAILURE(StartVfs(DefaultConfig()));
   Ino ino = 0;
-  Handle* fh = Create("raced", &ino);
-  ASSERT_NE(fh, nullptr);
-  ASSERT_NO_FATAL_FAILURE(Write(fh, 0, "hello"));
-  ASSERT_OK(vfs_->Flush(ctx_, fh, 0));
+  Handle* fh = nullptr;
+  ASSERT_NO_FATAL_FAILURE(CreateWrittenAndFlushed("raced", &ino, &fh));
   std::this_thread::sleep_for(std::chrono::milliseconds(2));
   Attr attr;
   ASSERT_OK(meta_->Write(Context::Root(), ino, 0, chunk::Slice{0, 0, 5, 0, 5}, meta::Now(), &attr));
