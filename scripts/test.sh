@@ -9,6 +9,10 @@
 # meanwhile in the background at the lowest CPU priority (nice 19: a test
 # that wants the CPU gets it). Set TESSERA_SERIAL_BUILDS=1 to build them
 # one after the other instead (for a machine that is short of memory).
+# On 2 cores the whole run is CPU-bound: sampled every 10 s (2026-12-06),
+# both cores were 99% busy from the first build until the sanitizer lanes'
+# last minutes (42.5 min in all). What shortens it is less CPU (fewer or
+# cheaper compiles and tests), not more overlap.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 JOBS=${JOBS:-$(nproc)}
