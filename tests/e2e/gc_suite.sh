@@ -30,6 +30,7 @@ os.write(fd, os.urandom(6 << 20))
 time.sleep(1000)
 PY
 writer=$!
+holds "$writer"
 sleep 2
 pid=$(pgrep -f "tessera mount .* $MNT -d" | head -1)
 kill -9 "$pid"

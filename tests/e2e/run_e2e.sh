@@ -56,7 +56,14 @@ PY
 mkdir -p "$MNT"
 chmod 755 "$WORK"
 
+# Background processes of a suite that hold files open in a mount: killed
+# first on every exit, so that a failed check does not leave one keeping the
+# mount (and the test, until its timeout) alive.
+HOLDERS=''
+holds() { HOLDERS="$HOLDERS $1"; }
 cleanup() {
+  local p
+  for p in $HOLDERS; do kill -9 "$p" 2>/dev/null || true; done
   for m in "$MNT" "$WORK/mnt2" "$WORK/fullmnt"; do
     if mountpoint -q "$m"; then "$TESSERA" umount "$m" -f || umount -l "$m" || true; fi
   done
@@ -314,18 +321,27 @@ PY
       log "compact: a file kept open and overwritten in place 24 times leaves no pile of replaced objects"
       bucket_mib() { { du -sm "$WORK/bucket" 2>/dev/null || true; } | cut -f1; }  # du races deletions
       base=$(bucket_mib)
-      python3 - "$MNT/ring" "$WORK/ring-held" <<'PY' &
+      python3 - "$MNT/ring" "$WORK/ring-pass" <<'PY' &
 import os, sys, time
 fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)
 for p in range(24):  # 24 passes of 16 MiB in 1 MiB writes: 384 MiB written, 16 MiB live
     for i in range(16):
         os.pwrite(fd, bytes([p]) * (1 << 20), i << 20)
-open(sys.argv[2], "w").close()
+    with open(sys.argv[2], "w") as f:
+        f.write(str(p + 1))
 time.sleep(1000)
 PY
       ring=$!
-      for _ in $(seq 1 300); do [ -e "$WORK/ring-held" ] && break; sleep 0.1; done
-      [ -e "$WORK/ring-held" ] || fail "the overwriting writer did not finish"
+      holds "$ring"
+      # A sanitizer build on a loaded machine takes tens of seconds for the
+      # 384 MiB: what must not happen is a pass that never ends.
+      passes=0 stalled=0
+      while [ "$passes" -lt 24 ] && [ "$stalled" -lt 300 ]; do
+        sleep 0.1
+        now=$(cat "$WORK/ring-pass" 2>/dev/null || echo 0)
+        if [ "$now" = "$passes" ]; then stalled=$((stalled + 1)); else passes=$now stalled=0; fi
+      done
+      [ "$passes" = 24 ] || fail "the overwriting writer made no progress for 30 s (after $passes of 24 passes)"
       # Uploads of the last passes may still be running (64 KiB blocks, a
       # busy disk), then their commit (the background loop commits what a
       # stream froze while its previous commit ran) and a deletion round.
@@ -430,6 +446,7 @@ open(sys.argv[2], "w").close()
 time.sleep(1000)
 PY
     holder=$!
+    holds "$holder"
     for _ in $(seq 1 100); do [ -f "$WORK/holding" ] && break; sleep 0.1; done
     [ -f "$WORK/holding" ] || fail "lock holder did not start"
     [ "$("$TESSERA" status "$META" | grep -c "$MNT2")" -ge 1 ] || fail "status does not list mount 2's session"
@@ -484,6 +501,7 @@ PY
     [ -s "$WORK/doomed.objects" ] || fail "no objects listed for the doomed file"
     sleep 1000 <"$MNT/doomed" &
     holder=$!
+    holds "$holder"
     sleep 0.2
     rm "$MNT/doomed"
     sleep 1.5  # a background cleanup round passes: the objects must stay while the file is open
