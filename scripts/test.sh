@@ -22,7 +22,9 @@ START=$SECONDS
 step() { printf '\n==== [%dm%02ds] %s\n' $(((SECONDS - START) / 60)) $(((SECONDS - START) % 60)) "$*"; }
 
 # The TSan build: only the concurrent layers' unit tests (the fuzz targets'
-# replays are single-threaded parsers and run under ASan).
+# replays are single-threaded parsers and run under ASan), and of those not
+# the suites whose code runs on one thread (TESSERA_TEST_SKIP in
+# tests/CMakeLists.txt).
 TSAN_TARGETS="common_test kv_test meta_test vfs_test object_test chunk_test fuse_test"
 sanitizer_builds() {
   cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTESSERA_SANITIZE=address -DTESSERA_LINE_TABLES_ONLY=ON >/dev/null &&
