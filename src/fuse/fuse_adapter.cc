@@ -541,8 +541,13 @@ void OpOpendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 void DoReaddir(fuse_req_t req, size_t size, off_t off, fuse_file_info* fi, bool plus) {
   const std::vector<meta::Entry>* entries = nullptr;
   uint64_t base = 0;
-  Status st = V(req)->ReadDir(Ctx(req), H(fi), uint64_t(off), plus, &entries, &base);
+  // The attributes come from a window read by this request or an earlier
+  // one: replies built from them take the sequence number that read began
+  // with, so what was reported changed since gets the short timeout.
+  uint64_t seq = t_seq;
+  Status st = V(req)->ReadDir(Ctx(req), H(fi), uint64_t(off), plus, &entries, &base, &seq);
   if (!st.ok()) return ReplyErr(req, st);
+  t_seq = seq;
   std::unique_ptr<char[]> buf(new char[size]);
   size_t used = 0;
   std::vector<Ino> counted;

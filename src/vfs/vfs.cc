@@ -752,6 +752,7 @@ Status Vfs::FetchDirWindow(const Context& ctx, Handle* fh, const std::string& fr
   fh->dir_plus = plus;
   fh->dir_more = more;
   fh->listed = true;
+  ++fh->dir_reads;
   // Later windows are read again after this one (their names may differ now).
   while (!fh->dir_starts.empty() && fh->dir_starts.back().first >= base) fh->dir_starts.pop_back();
   fh->dir_starts.emplace_back(base, from);
@@ -812,12 +813,14 @@ Status Vfs::AddWindowAttrs(const Context& ctx, Handle* fh) {
   }
   fh->dir_epoch = epoch;
   fh->dir_plus = true;
+  ++fh->dir_reads;
   return Status::OK();
 }
 
 Status Vfs::ReadDir(const Context& ctx, Handle* fh, uint64_t offset, bool plus, const std::vector<meta::Entry>** out,
-                    uint64_t* base) {
+                    uint64_t* base, uint64_t* mark) {
   std::lock_guard<std::mutex> g(fh->dir_mu);
+  const uint64_t reads = fh->dir_reads;
   if (offset == 0 || !fh->listed) {
     RETURN_IF_ERROR(FetchDirWindow(ctx, fh, "", 0, plus));
   } else if (offset < fh->dir_base) {  // seekdir back: the window holding offset, read again
@@ -839,6 +842,12 @@ Status Vfs::ReadDir(const Context& ctx, Handle* fh, uint64_t offset, bool plus, 
   if (const uint64_t now = data_->CommitEpoch(); plus && now != fh->dir_epoch) {
     for (auto& e : fh->entries) RETURN_IF_ERROR(MergeListed(ctx, fh->dir_epoch, &e));
     fh->dir_epoch = now;
+  }
+  // (Attributes merged from this client's commits above are newer: the
+  // window's mark stays the older, safe side.)
+  if (mark != nullptr) {
+    if (fh->dir_reads != reads) fh->dir_mark = *mark;
+    *mark = fh->dir_mark;
   }
   *out = &fh->entries;
   *base = fh->dir_base;

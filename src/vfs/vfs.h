@@ -104,6 +104,8 @@ struct Handle {
   bool dir_plus = false;             // guarded by dir_mu
   bool dir_more = false;             // guarded by dir_mu: entries follow the window
   uint64_t dir_epoch = 0;            // guarded by dir_mu: commit epoch before the window was read
+  uint64_t dir_reads = 0;            // guarded by dir_mu: windows (or their attributes) read so far
+  uint64_t dir_mark = 0;             // guarded by dir_mu: the caller's mark at the last of those (ReadDir)
   bool listed = false;               // guarded by dir_mu
   // Where each window of the listing began, (offset, name it followed), by
   // offset, the current window last: a seek back into an earlier window
@@ -240,8 +242,13 @@ class Vfs {
   // at `offset` (unless offset is past the end): (*out)[i] has offset
   // *base + i. Offset 0 re-reads the directory; a later offset continues the
   // listing page by page (Config::readdir_page entries at a time).
+  // mark, if given: the caller's clock before this call (any count that only
+  // grows); on return, the caller's clock before the call that read the
+  // window's attributes. Later calls answer from a window read earlier, and
+  // its attributes are as old as that read (fuse/coherence.h: a change
+  // reported since must not let them be cached for long).
   Status ReadDir(const Context& ctx, Handle* fh, uint64_t offset, bool plus, const std::vector<meta::Entry>** out,
-                 uint64_t* base);
+                 uint64_t* base, uint64_t* mark = nullptr);
   Status ReleaseDir(Handle* fh);
 
   Status GetXattr(const Context& ctx, Ino ino, const std::string& name, std::string* value);

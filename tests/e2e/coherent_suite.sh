@@ -200,6 +200,57 @@ if [ "$ENGINE" = redis ]; then
   "$TESSERA" umount "$MNT3"
   redis-cli -u "$META" ACL DELUSER tessera-nosub >/dev/null
 fi
+log "coherent: a listing read in steps does not let the kernel cache attributes older than a change"
+# Mount 2 reads a directory a few entries at a time (getdents64), with a
+# lookup of a file found there before each step (a program that stats what
+# it lists while it lists, as Python's os.scandir users do): the kernel then asks with
+# READDIRPLUS and caches the attributes each answer carries. Those come from
+# the window of the listing read at the first step. Mount 1 changes a file
+# listed later; once mount 2 applied the report, what the later steps carry
+# about that file must not be cached past the short timeout.
+mkdir "$MNT/co/list"
+for i in $(seq -w 0 299); do : >"$MNT/co/list/p$i"; done
+chmod 644 "$MNT/co/list/p250"
+sleep 0.5  # the creates are reported
+python3 - "$MNT" "$MNT2" <<'PY' || fail "a listing read in steps cached attributes from before a change"
+import ctypes, os, sys, time
+a, b = sys.argv[1], sys.argv[2]
+libc = ctypes.CDLL(None, use_errno=True)
+SYS_getdents64 = 217
+def invalidations():
+    for line in open(b + "/.stats"):
+        if line.startswith("tessera_kernel_invalidations_total"):
+            return float(line.split()[1])
+    return 0.0
+fd = os.open(b + "/co/list", os.O_RDONLY | os.O_DIRECTORY)
+buf = ctypes.create_string_buffer(1024)
+steps = 0
+def step():
+    global steps
+    steps += 1
+    os.stat(b + f"/co/list/p{300 - steps}")  # a name found: the next step asks with READDIRPLUS
+    n = libc.syscall(SYS_getdents64, fd, buf, len(buf))
+    if n < 0:
+        sys.exit(f"getdents64: errno {ctypes.get_errno()}")
+    return n
+step()
+inv = invalidations()
+os.chmod(a + "/co/list/p250", 0o600)
+t = time.time()
+while invalidations() == inv:
+    if time.time() - t > 5:
+        sys.exit("mount 2 applied no report of the chmod within 5 s")
+    time.sleep(0.01)
+while step() > 0:
+    pass
+os.close(fd)
+time.sleep(1.5)  # past the short timeout
+mode = os.stat(b + "/co/list/p250").st_mode & 0o777
+if mode != 0o600:
+    sys.exit(f"p250 has mode {mode:o} through mount 2 after {steps} steps, want 600")
+print(f"coherent: listing in {steps} steps, the file changed meanwhile has its new mode")
+PY
+
 log "coherent: a file written here is read back from the kernel's pages; another client's rewrite is not"
 fuse_reads() {  # mount 2's READ requests
   grep -E '^tessera_fuse_op_duration_seconds_count\{.*op="read"' "$MNT2/.stats" | awk '{s += $2} END {print s + 0}'

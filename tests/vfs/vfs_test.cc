@@ -744,6 +744,38 @@ TEST_F(VfsTest, ReadDirPlusListsEntriesRemovedSinceTheWindowWithoutAttributes) {
   ASSERT_OK(vfs_->ReleaseDir(dh));
 }
 
+// A window's attributes are as old as the read that fetched them: later
+// calls answering from it hand back that read's mark (the FUSE adapter's
+// coherence sequence number), so a change reported meanwhile does not get
+// old attributes cached for long.
+TEST_F(VfsTest, ReadDirHandsBackTheMarkOfTheReadItsAttributesCameFrom) {
+  Config config = DefaultConfig();
+  config.readdir_page = 3;
+  ASSERT_NO_FATAL_FAILURE(StartVfs(config));
+  Ino dir = 0;
+  ASSERT_NO_FATAL_FAILURE(MakeDirOfFiles({"a", "b", "c", "d", "e", "f"}, &dir));
+  Handle* dh = nullptr;
+  ASSERT_OK(vfs_->OpenDir(ctx_, dir, O_RDONLY, &dh));
+  const std::vector<meta::Entry>* entries = nullptr;
+  uint64_t base = 0;
+  auto read = [&](uint64_t off, bool plus, uint64_t now) {
+    uint64_t mark = now;
+    EXPECT_OK(vfs_->ReadDir(ctx_, dh, off, plus, &entries, &base, &mark));
+    return mark;
+  };
+  EXPECT_EQ(read(0, true, 5), 5u);   // ".", "..", a, b, c: read now
+  EXPECT_EQ(read(3, true, 9), 5u);   // the same window
+  EXPECT_EQ(read(5, true, 11), 11u);  // d, e, f: a new window
+  EXPECT_EQ(read(6, true, 12), 11u);
+  EXPECT_EQ(read(0, false, 20), 20u);  // from the start again, names only
+  EXPECT_EQ(read(1, false, 21), 20u);
+  EXPECT_EQ(read(2, true, 22), 22u);  // the window's attributes read now
+  EXPECT_EQ(read(3, true, 23), 22u);
+  EXPECT_EQ(read(3, true, 24), 22u);  // (without a mark: as before)
+  ASSERT_OK(vfs_->ReadDir(ctx_, dh, 3, true, &entries, &base));
+  ASSERT_OK(vfs_->ReleaseDir(dh));
+}
+
 TEST_F(VfsTest, ReadDirListsDotsFirstAndPagesByOffset) {
   Ino dir = 0;
   Attr attr;
