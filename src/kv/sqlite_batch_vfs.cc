@@ -188,6 +188,7 @@ int Open(sqlite3_vfs* vfs, const char* name, sqlite3_file* file, int flags, int*
 }  // namespace
 
 std::string RegisterBatchVfs(const std::string& base) {
+  ConfigureSqliteOnce();
   sqlite3_vfs* real = sqlite3_vfs_find(base.empty() ? nullptr : base.c_str());
   if (real == nullptr) return base;  // unknown: sqlite3_open_v2 reports it
   const std::string name = "tessera-batch-" + std::string(real->zName);

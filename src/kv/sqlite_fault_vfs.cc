@@ -65,6 +65,7 @@ int Open(sqlite3_vfs* vfs, const char* name, sqlite3_file* file, int flags, int*
 
 std::string RegisterFaultVfs(FaultEnv* env) {
   const std::string name = "tessera-fault-" + std::to_string(reinterpret_cast<uintptr_t>(env));
+  ConfigureSqliteOnce();
   return RegisterShimVfs(name, sqlite3_vfs_find(nullptr), int(sizeof(FaultFile)), Open, env)->name;
 }
 

@@ -27,6 +27,12 @@ int CurrentTimeInt64(sqlite3_vfs* vfs, sqlite3_int64* out) {
 
 }  // namespace
 
+void ConfigureSqliteOnce() {
+  // SQLITE_MISUSE if SQLite already runs (see the header): nothing to undo.
+  static const int rc = sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
+  (void)rc;
+}
+
 ShimVfs* RegisterShimVfs(const std::string& name, sqlite3_vfs* base, int file_header, ShimOpen open, void* state) {
   static std::mutex mu;
   static std::map<std::string, std::unique_ptr<ShimVfs>> registered;  // live for the process

@@ -11,6 +11,16 @@
 
 namespace tessera::kv {
 
+// Process-wide SQLite settings, applied once before SQLite starts; every
+// path in src/kv that may be the first to touch SQLite (opening an engine,
+// registering a VFS) calls it first. It turns SQLite's memory statistics
+// off: with them on (the library's default) each allocation SQLite makes
+// takes one process-wide mutex to keep counters nothing here reads, which
+// serialises the pool's connections (4 threads' engine lookups ran at half
+// the rate). SQLite takes settings only before it initializes; if code
+// outside src/kv started it first, the defaults stay (slower, not wrong).
+void ConfigureSqliteOnce();
+
 struct ShimVfs {
   sqlite3_vfs vfs;  // pAppData = this
   sqlite3_vfs* base = nullptr;

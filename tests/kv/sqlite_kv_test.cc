@@ -10,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <filesystem>
 #include <future>
 #include <mutex>
@@ -228,6 +229,25 @@ TEST_F(SqliteKvTest, ChangeLogGapIsReportedAsLost) {
   std::lock_guard<std::mutex> g(mu);
   EXPECT_EQ(losses, 1) << "the pruned record was skipped silently (or a loss was reported twice)";
   EXPECT_EQ(std::count(got.begin(), got.end(), std::string("pruned")), 0);
+}
+
+// SQLite keeps no memory statistics in an engine's process (they cost a
+// process-wide mutex per allocation: sqlite_shim_vfs.h). Checked in a fresh
+// process (gtest re-executes the binary for this test alone), where opening
+// the engine is the first use of SQLite whatever other tests ran before.
+TEST_F(SqliteKvTest, KeepsNoMemoryStatistics) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const std::string path = path_;
+  EXPECT_EXIT(
+      {
+        int code = 2;
+        {
+          Result<std::unique_ptr<Engine>> engine = OpenSqlite(path);
+          if (engine.ok() && Increment(**engine).ok()) code = sqlite3_memory_used() == 0 ? 0 : 1;
+        }
+        std::exit(code);
+      },
+      ::testing::ExitedWithCode(0), "");
 }
 
 // Pool connections opened after the process changed directory still open the
