@@ -197,10 +197,16 @@ def main():
                        ("tessera_binary", "Tessera binary"), ("tessera_head", "repository HEAD"),
                        ("tessera_dirty_files", "uncommitted files in the tree"),
                        ("loadavg_start", "load average at start"), ("loadavg_end", "load average at end"),
+                       ("mem_available_start", "memory available at start"),
+                       ("workdir_fs_used_start", "used on that file system at start"),
                        ("elapsed_s", "suite wall time, s")]:
         if env.get(key, "") != "":
             p(f"| {label} | {env[key]} |")
     p("")
+    if env.get("low_memory_warning") == "1":
+        p("**Less than 60% of the memory was available at the start: the write jobs of every target "
+          "slow down when memory is short (Tessera's more), so their figures are low.**")
+        p("")
     p("The machine is shared with builds and tests of other engineers, so every figure is noisy "
       "(the load average column in the raw data shows how busy it was); differences under ~20% "
       "are not meaningful. Each fio job runs on every target back to back before the next "

@@ -403,7 +403,18 @@ done
     echo "md_settle=$MD_SETTLE"
     echo "nofile=$NOFILE"
     echo "loadavg_start=$(cut -d' ' -f1-3 /proc/loadavg)"
+    echo "mem_available_start=$(awk '/^MemAvailable/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo)"
+    echo "workdir_fs_used_start=$(df -h --output=used,size "$W" | tail -1 | awk '{print $1 " of " $2}')"
 } >"$RES/run.env"
+# Short memory slows the write jobs of every target, and not alike: with
+# 4-10 GiB of this 24 GiB machine left (other tmpfs data), 1 MiB sequential
+# writes ran at 0.25-0.5x their usual speed, Tessera's (which also fills
+# fresh buffers) more than passthrough_hp's (2026-12-06).
+read -r MEM_TOTAL_KB MEM_AVAIL_KB < <(awk '/^MemTotal/ {t = $2} /^MemAvailable/ {a = $2} END {print t, a}' /proc/meminfo)
+if ((MEM_AVAIL_KB * 10 < MEM_TOTAL_KB * 6)); then
+    log "warning: only $((MEM_AVAIL_KB / 1048576)) of $((MEM_TOTAL_KB / 1048576)) GiB of memory available; write figures will be low (free memory, e.g. old files on tmpfs, first)"
+    echo "low_memory_warning=1" >>"$RES/run.env"
+fi
 ps -eo pcpu,rss,comm --sort=-pcpu | head -8 >"$LOGS/top-start.txt"
 
 # ------------------------------------------------------------- fio suite ---
