@@ -28,6 +28,7 @@
 #include <gtest/gtest.h>
 
 #include "object/object_store.h"
+#include "test_util.h"
 
 // Not in an anonymous namespace: GoogleTest requires one fixture class per
 // suite across the binary (the functions are inline).
@@ -71,15 +72,8 @@ inline std::string RandomBytes(std::mt19937_64& rng, size_t n) {
 class VfsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto m = meta::Open("memory://");
-    ASSERT_OK(m);
-    meta_ = std::move(*m);
-    meta::Format format;
-    format.name = "test";
-    format.storage = "memory";
-    format.bucket = "x";
-    format.block_size = kBlock;
-    ASSERT_OK(meta_->Init(format, false));
+    meta_ = testing::MemoryVolume("test", 0, kBlock);
+    ASSERT_NE(meta_, nullptr);
     auto s = object::Open(object::StoreOptions{"memory", "x"});
     ASSERT_OK(s);
     objects_ = std::move(*s);

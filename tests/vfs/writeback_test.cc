@@ -20,6 +20,7 @@
 #include "vfs/vfs.h"
 
 #include "../object/flaky_store.h"
+#include "test_util.h"
 
 namespace tessera::vfs {
 namespace {
@@ -43,15 +44,8 @@ class WritebackVfsTest : public ::testing::Test {
     char tmpl[] = "/tmp/tessera-wbvfs-XXXXXX";
     ASSERT_NE(::mkdtemp(tmpl), nullptr);
     dir_ = tmpl;
-    auto m = meta::Open("memory://");
-    ASSERT_TRUE(m.ok());
-    meta_ = std::move(*m);
-    meta::Format format;
-    format.name = "test";
-    format.storage = "memory";
-    format.bucket = "x";
-    format.block_size = kBlock;
-    ASSERT_TRUE(meta_->Init(format, false).ok());
+    meta_ = testing::MemoryVolume("test", 0, kBlock);
+    ASSERT_NE(meta_, nullptr);
   }
   void TearDown() override {
     vfs_.reset();
