@@ -36,6 +36,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
@@ -360,28 +361,40 @@ class SqlEngine final : public Engine {
   // no group committing leads the next one: it takes the queue (up to
   // kMaxGroup, itself first), runs every caller's fn in one transaction,
   // hands the lead to the first caller still queued and wakes each member
-  // of its group. Each caller waits on its own condition variable, so a
-  // group's end wakes only its members and the next leader (one shared
-  // condition woke every waiter, and they fought over group_mu_: with 4
-  // writers 5 futex calls per transaction, 3/4 of them here).
+  // of its group. A queued caller waits on its own state word, not on
+  // group_mu_: woken, a member returns without taking the mutex again (with
+  // condition variables every woken member re-took group_mu_ and fought the
+  // leader and new arrivals for it; one shared condition, before that, woke
+  // every waiter: with 4 writers 5 futex calls per transaction).
   static constexpr size_t kMaxGroup = 64;
   struct Member {
     explicit Member(const TxnFn* f) : fn(f) {}
     const TxnFn* fn;
     Status result = Status::OK();
-    bool done = false;  // guarded by group_mu_: result is set
-    bool lead = false;  // guarded by group_mu_: leads the next group
-    std::condition_variable cv;
+    // kQueued, then kDone (result is set) or kLead (leads the next group):
+    // stored by a leader (release) after it let go of group_mu_.
+    std::atomic<int> state{kQueued};
   };
+  static constexpr int kQueued = 0, kDone = 1, kLead = 2;
+
+  static void Wake(Member* m, int state) {
+    m->state.store(state, std::memory_order_release);
+    m->state.notify_one();
+  }
 
   Status RunGrouped(const TxnFn& fn) {
-    // Shared with the leader, which wakes it after letting go of group_mu_.
+    // Shared with the leader, which wakes it after letting go of group_mu_
+    // (and so may still touch it after the member returned).
     auto me = std::make_shared<Member>(&fn);
     std::unique_lock lock(group_mu_);
     group_queue_.push_back(me);
     if (group_leading_) {
-      me->cv.wait(lock, [&] { return me->done || me->lead; });
-      if (me->done) return me->result;
+      lock.unlock();
+      int state;
+      while ((state = me->state.load(std::memory_order_acquire)) == kQueued) me->state.wait(kQueued);
+      if (state == kDone) return me->result;
+      // kLead: nobody else leads, and this caller is still the queue's front.
+      lock.lock();
     }
     group_leading_ = true;  // queued first: this caller is at the queue's front
     const size_t n = std::min(group_queue_.size(), kMaxGroup);
@@ -394,19 +407,17 @@ class SqlEngine final : public Engine {
     for (const auto& m : group) members.push_back(m.get());
     CommitGroup(members);
     lock.lock();
-    for (const auto& m : group) m->done = true;
     std::shared_ptr<Member> next;
     if (!group_queue_.empty()) {
-      next = group_queue_.front();
-      next->lead = true;
+      next = group_queue_.front();  // the lead passes on: group_leading_ stays set
     } else {
       group_leading_ = false;
     }
     lock.unlock();
     for (const auto& m : group) {
-      if (m != me) m->cv.notify_one();
+      if (m != me) Wake(m.get(), kDone);
     }
-    if (next) next->cv.notify_one();
+    if (next) Wake(next.get(), kLead);
     return me->result;
   }
 
