@@ -327,8 +327,9 @@ fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)
 for p in range(24):  # 24 passes of 16 MiB in 1 MiB writes: 384 MiB written, 16 MiB live
     for i in range(16):
         os.pwrite(fd, bytes([p]) * (1 << 20), i << 20)
-    with open(sys.argv[2], "w") as f:
+    with open(sys.argv[2] + ".tmp", "w") as f:  # renamed: never seen empty
         f.write(str(p + 1))
+    os.replace(sys.argv[2] + ".tmp", sys.argv[2])
 time.sleep(1000)
 PY
       ring=$!
@@ -338,7 +339,8 @@ PY
       passes=0 stalled=0
       while [ "$passes" -lt 24 ] && [ "$stalled" -lt 300 ]; do
         sleep 0.1
-        now=$(cat "$WORK/ring-pass" 2>/dev/null || echo 0)
+        now=$(cat "$WORK/ring-pass" 2>/dev/null || true)
+        [[ $now =~ ^[0-9]+$ ]] || now=$passes  # not written yet
         if [ "$now" = "$passes" ]; then stalled=$((stalled + 1)); else passes=$now stalled=0; fi
       done
       [ "$passes" = 24 ] || fail "the overwriting writer made no progress for 30 s (after $passes of 24 passes)"
