@@ -249,8 +249,13 @@ class SqliteConn {
   }
 
   Status Setup() {
+    // Before anything writes the file: a new database gets 2 KiB pages
+    // (kPageSizePragma); an existing one keeps the page size it was made
+    // with (SQLite cannot change it in WAL mode), so this is a no-op there.
+    int rc = sqlite3_exec(db_, kPageSizePragma, nullptr, nullptr, nullptr);
+    if (rc != SQLITE_OK) return Error(rc, "set page_size");
     RETURN_IF_ERROR(EnableWal());
-    int rc = sqlite3_exec(db_, "PRAGMA synchronous=NORMAL", nullptr, nullptr, nullptr);
+    rc = sqlite3_exec(db_, "PRAGMA synchronous=NORMAL", nullptr, nullptr, nullptr);
     if (rc != SQLITE_OK) return Error(rc, "set synchronous=NORMAL");
     rc = sqlite3_exec(db_, sql::kSqliteDialect.create_table, nullptr, nullptr, nullptr);
     if (rc != SQLITE_OK) return Error(rc, "create table");
@@ -280,6 +285,18 @@ class SqliteConn {
     msg += db_ != nullptr ? sqlite3_errmsg(db_) : sqlite3_errstr(rc);
     return Status::Err(ErrnoFor(rc, db_), std::move(msg));
   }
+
+  // Every commit writes each page it changed to the WAL whole, with a
+  // checksum over it: a metadata operation changes a few records on 2-3
+  // pages, so smaller pages mean fewer bytes written and summed per
+  // operation. 2 KiB, not SQLite's 4 KiB default: in `tessera bench-meta`
+  // on tmpfs, 9 rounds alternating with 4 KiB (docs/benchmarks.md), mkdir,
+  // create, unlink, rmdir and rename ran 9-24% faster, reads and readdir
+  // alike within the noise. Not 1 KiB: in the index b-tree of a
+  // WITHOUT ROWID table a record of more than ~230 bytes would then spill to
+  // an overflow page (~490 bytes at 2 KiB), i.e. a chunk of more than 9
+  // slices (24 bytes each), which is common before compaction.
+  static constexpr const char* kPageSizePragma = "PRAGMA page_size=2048";
 
   // The change log (Txn::Notify): ids grow in commit order (writers are
   // serial, AUTOINCREMENT never reuses an id, a rollback takes its id back).
