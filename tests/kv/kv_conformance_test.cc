@@ -63,17 +63,7 @@ class KvConformanceTest : public ::testing::Test {
   Status Delete(std::string_view key) {
     return engine_->Run([&](Txn& txn) { return txn.Delete(key); });
   }
-  Result<std::string> Get(std::string_view key) {
-    std::string value;
-    Status status = engine_->Run(
-        [&](Txn& txn) {
-          ASSIGN_OR_RETURN(value, txn.Get(key));
-          return Status::OK();
-        },
-        true);
-    if (!status.ok()) return status;
-    return value;
-  }
+  Result<std::string> Get(std::string_view key) { return testing::GetValue(*engine_, key); }
   Pairs Scan(std::string_view begin, std::string_view end, size_t limit = 0) {
     Pairs out;
     EXPECT_OK(engine_->Run(

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "common/status.h"
+#include "kv/kv.h"
 
 #define ASSERT_OK(expr)                                       \
   do {                                                        \
@@ -21,6 +22,19 @@
   } while (0)
 
 namespace tessera::kv::testing {
+
+// The value of `key`, read in a transaction of its own.
+inline Result<std::string> GetValue(Engine& engine, std::string_view key) {
+  std::string value;
+  Status status = engine.Run(
+      [&](Txn& txn) {
+        ASSIGN_OR_RETURN(value, txn.Get(key));
+        return Status::OK();
+      },
+      true);
+  if (!status.ok()) return status;
+  return value;
+}
 
 // A fresh private directory, removed with its contents on destruction.
 class TempDir {
