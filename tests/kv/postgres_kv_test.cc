@@ -192,14 +192,9 @@ TEST_F(PostgresKvTest, UnixSocketUrl) {
   std::unique_ptr<Engine> unix_socket = MustOpen(schema_->UrlFrom(socket_url));
   ASSERT_TRUE(tcp && unix_socket);
   ASSERT_OK(tcp->Run([](Txn& txn) { return txn.Put("k", "over tcp"); }));
-  std::string value;
-  ASSERT_OK(unix_socket->Run(
-      [&](Txn& txn) {
-        ASSIGN_OR_RETURN(value, txn.Get("k"));
-        return Status::OK();
-      },
-      true));
-  EXPECT_EQ(value, "over tcp");
+  Result<std::string> value = testing::GetValue(*unix_socket, "k");
+  ASSERT_OK(value.status());
+  EXPECT_EQ(*value, "over tcp");
 }
 
 // libpq takes a password missing from the URL from PGPASSWORD.

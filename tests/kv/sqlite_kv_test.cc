@@ -32,17 +32,21 @@ Status Increment(Engine& engine) {
 }
 
 int64_t Counter(Engine& engine) {
-  std::string value;
-  EXPECT_OK(engine.Run(
-      [&](Txn& txn) {
-        ASSIGN_OR_RETURN(value, txn.Get("counter"));
-        return Status::OK();
-      },
-      true));
-  if (value.size() != 8) return -1;
+  Result<std::string> value = testing::GetValue(engine, "counter");
+  EXPECT_OK(value.status());
+  if (!value.ok() || value->size() != 8) return -1;
   uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(value[i]);
+  for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>((*value)[i]);
   return static_cast<int64_t>(v);
+}
+
+// Opens the database at `path` again and reads `key` (what went wrong, if
+// anything, comes back in place of the value).
+std::string ReadAfterReopen(const std::string& path, const std::string& key) {
+  std::unique_ptr<Engine> engine = MustOpen(path);
+  if (engine == nullptr) return "<cannot open>";
+  Result<std::string> v = testing::GetValue(*engine, key);
+  return v.ok() ? *v : "<" + v.status().ToString() + ">";
 }
 
 class SqliteKvTest : public testing::SqliteFileTest {};
@@ -53,15 +57,7 @@ TEST_F(SqliteKvTest, DataSurvivesReopen) {
     ASSERT_NE(engine, nullptr);
     ASSERT_OK(engine->Run([](Txn& txn) { return txn.Put("k", std::string("v\0v", 3)); }));
   }
-  std::unique_ptr<Engine> engine = MustOpen(path_);
-  ASSERT_NE(engine, nullptr);
-  ASSERT_OK(engine->Run(
-      [](Txn& txn) {
-        ASSIGN_OR_RETURN(std::string v, txn.Get("k"));
-        EXPECT_EQ(v, std::string("v\0v", 3));
-        return Status::OK();
-      },
-      true));
+  EXPECT_EQ(ReadAfterReopen(path_, "k"), std::string("v\0v", 3));
 }
 
 // Sync (an fsync of the WAL, which synchronous=NORMAL leaves to checkpoints)
@@ -259,14 +255,6 @@ std::string BigValue(char seed) {
   return v;
 }
 
-// Opens the database at `path` again and reads `key` (what went wrong, if
-// anything, comes back in place of the value).
-std::string ReadAfterReopen(const std::string& path, const std::string& key) {
-  std::unique_ptr<Engine> engine = MustOpen(path);
-  if (engine == nullptr) return "<cannot open>";
-  Result<std::string> v = testing::GetValue(*engine, key);
-  return v.ok() ? *v : "<" + v.status().ToString() + ">";
-}
 
 // A new database gets 2 KiB pages (fewer bytes in the WAL per commit:
 // sqlite_kv.cc), and records of every size round-trip.
