@@ -66,8 +66,13 @@ server_pid() {
 # pid file names a process that is gone)?
 gave_up() {
   awk -v n="$1" 'NR > n && /aborting/ { found = 1 } END { exit !found }' "$dir/redis.log" 2>/dev/null && return 0
-  [ -f "$dir/redis.pid" ] || return 1
-  ! kill -0 "$(cat "$dir/redis.pid" 2>/dev/null)" 2>/dev/null
+  local pid
+  pid=$(cat "$dir/redis.pid" 2>/dev/null || true)
+  # No pid yet: not written (a daemonizing server creates the file, then
+  # writes it; read in between, an empty pid made `kill -0` fail and the
+  # start give up on a server that was still loading).
+  [ -n "$pid" ] || return 1
+  ! kill -0 "$pid" 2>/dev/null
 }
 
 halt() {  # signal
