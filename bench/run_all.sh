@@ -43,6 +43,9 @@ options:
   --size SIZE          data file per read job / per seqwrite job (default 1g; quick 128m)
   --rw-size SIZE       file per randwrite job (default 512m; quick 64m)
   --procs P            processes in the parallel metadata runs (default 4)
+  --rounds N           run every fio job and mdbench run N times, the targets in a
+                       rotating order each round; the report shows medians and the
+                       range of the per-round ratios (default 1)
   --md-bytes N         bytes written/read per file by mdbench (default 4096)
   --md-settle S        untimed pause before mdbench's stat and read phases so the
                        FUSE mounts' 1 s kernel caches expire (default 1.5; quick 0;
@@ -71,7 +74,7 @@ log()  { printf '[%(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
 
 # ---------------------------------------------------------------- options ---
 QUICK=0 OUT="" RAW="" WORKDIR=/var/tmp/tessera-bench
-RUNTIME="" SIZE="" RW_SIZE="" PROCS=4 MD_BYTES=4096 MD_SETTLE="" ONLY=""
+RUNTIME="" SIZE="" RW_SIZE="" PROCS=4 MD_BYTES=4096 MD_SETTLE="" ONLY="" ROUNDS=1
 TARGETS="local,passthrough,tessera,tessera-wb"
 HP_CACHE="${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/tessera-bench"
 TESSERA_SRC="$REPO/build/src/tessera" FORMAT_OPTS="" MOUNT_OPTS="" WB_OPTS="" PRISTINE_PT=0
@@ -85,6 +88,7 @@ while (($#)); do
         --size) SIZE=$2; shift ;;
         --rw-size) RW_SIZE=$2; shift ;;
         --procs) PROCS=$2; shift ;;
+        --rounds) ROUNDS=$2; shift ;;
         --md-bytes) MD_BYTES=$2; shift ;;
         --md-settle) MD_SETTLE=$2; shift ;;
         --targets) TARGETS=$2; shift ;;
@@ -116,6 +120,7 @@ else
     MD_FLAT_N=4000                    # per process (CubeFS ran mdtest -n 5000)
     : "${OUT:=$BENCH/results-latest.md}"
 fi
+[[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || die "--rounds takes a whole number of rounds, 1 or more (got '$ROUNDS')"
 [[ $WORKDIR == /* && $WORKDIR != / ]] || die "--workdir must be an absolute path other than /"
 WORKDIR=${WORKDIR%/}
 OUT=$(realpath -m "$OUT")
@@ -399,6 +404,7 @@ done
     echo "size=$SIZE"
     echo "rw_size=$RW_SIZE"
     echo "procs=$PROCS"
+    echo "rounds=$ROUNDS"
     echo "md_bytes=$MD_BYTES"
     echo "md_settle=$MD_SETTLE"
     echo "nofile=$NOFILE"
@@ -423,24 +429,34 @@ proc_cpu_s() {          # user+system CPU seconds of a process (all threads); 0 
     awk -v hz="$(getconf CLK_TCK)" '{ sub(/^.*\) /, ""); printf "%.2f\n", ($12 + $13) / hz }' "/proc/$1/stat"
 }
 
+# Round k (1-based) of --rounds: its results are NAME.TARGET.rK.* (plain
+# NAME.TARGET.* with one round), its targets in TARGET_LIST rotated k-1 places.
+ROUND=1
+round_suffix() { ((ROUNDS > 1)) && echo ".r$ROUND" || true; }
+rotated_targets() {
+    local n=${#TARGET_LIST[@]} i
+    for ((i = 0; i < n; i++)); do echo "${TARGET_LIST[$(((i + ROUND - 1) % n))]}"; done
+}
+
 FAILURES=0
 run_fio() {             # run_fio NAME JOBFILE TARGET [VAR=VALUE ...]
-    local name=$1 job=$2 t=$3 dir c0 c1 t0 t1 rc=0
+    local name=$1 job=$2 t=$3 dir c0 c1 t0 t1 rc=0 out
     shift 3
+    out=$RES/fio/$name.$t$(round_suffix)
     dir=${TDIR[$t]}/fio
     mkdir -p "$dir"
     c0=$(proc_cpu_s "${TPID[$t]:-}") t0=$(date +%s.%N)
     env DIR="$dir" SIZE="$SIZE" RUNTIME="$RUNTIME" NUMJOBS=1 IODEPTH=1 TIME_BASED=1 "$@" \
         timeout -k 10 $((RUNTIME * 10 + 600)) \
-        fio "$BENCH/fio/$job.fio" --output-format=json --output="$RES/fio/$name.$t.json" \
-        2>"$LOGS/fio-$name.$t.err" 9>&- || rc=$?
+        fio "$BENCH/fio/$job.fio" --output-format=json --output="$out.json" \
+        2>"$LOGS/fio-$name.$t$(round_suffix).err" 9>&- || rc=$?
     c1=$(proc_cpu_s "${TPID[$t]:-}") t1=$(date +%s.%N)
     awk -v rc="$rc" -v c0="$c0" -v c1="$c1" -v t0="$t0" -v t1="$t1" -v load="$(cut -d' ' -f1 /proc/loadavg)" \
         'BEGIN { printf "rc=%d daemon_cpu_s=%.2f wall_s=%.2f loadavg=%s\n", rc, c1 - c0, t1 - t0, load }' \
-        >"$RES/fio/$name.$t.info"
+        >"$out.info"
     if ((rc)); then
         FAILURES=$((FAILURES + 1))
-        log "  fio $name on $t FAILED (rc=$rc): $(tail -3 "$LOGS/fio-$name.$t.err" | tr '\n' ' ')"
+        log "  fio $name on $t FAILED (rc=$rc): $(tail -3 "$LOGS/fio-$name.$t$(round_suffix).err" | tr '\n' ' ')"
     fi
 }
 
@@ -463,15 +479,17 @@ run_fio_suite() {
     local t spec name job vars
     log "fio: laying out the $SIZE read file on each target"
     for t in "${TARGET_LIST[@]}"; do
-        if runs_job "$t" prep; then run_fio prep prep "$t"; fi
+        if runs_job "$t" prep; then ROUND=1 run_fio prep prep "$t"; fi
     done
     for spec in "${FIO_JOBS[@]}"; do
         IFS='|' read -r name job vars <<<"$spec"
-        for t in "${TARGET_LIST[@]}"; do
-            runs_job "$t" "$job" || continue
-            log "fio $name on $t"
-            # shellcheck disable=SC2086  # vars is a list of VAR=VALUE words
-            run_fio "$name" "$job" "$t" $vars
+        for ((ROUND = 1; ROUND <= ROUNDS; ROUND++)); do
+            for t in $(rotated_targets); do
+                runs_job "$t" "$job" || continue
+                log "fio $name on $t$( ((ROUNDS > 1)) && echo " (round $ROUND of $ROUNDS)")"
+                # shellcheck disable=SC2086  # vars is a list of VAR=VALUE words
+                run_fio "$name" "$job" "$t" $vars
+            done
         done
     done
     for t in "${TARGET_LIST[@]}"; do rm -rf "${TDIR[$t]}/fio"; done
@@ -491,23 +509,26 @@ MD_VARIANTS=(
     "flat-${PROCS}p|-n $FLAT_NP -P $PROCS"
 )
 run_md_suite() {
-    local t spec name args dir rc
+    local t spec name args dir rc base
     for spec in "${MD_VARIANTS[@]}"; do
         IFS='|' read -r name args <<<"$spec"
-        for t in "${TARGET_LIST[@]}"; do
-            [[ $t == tessera-wb ]] && continue   # write jobs only
-            log "mdbench $name ($args) on $t"
-            dir=${TDIR[$t]}/md-$name
-            rc=0
-            # shellcheck disable=SC2086  # args is a list of options
-            timeout -k 10 1800 "$BIN/mdbench" -d "$dir" $args -w "$MD_BYTES" -e "$MD_BYTES" \
-                -S "$MD_SETTLE" -t "$name" \
-                >"$RES/md/$name.$t.txt" 2>"$LOGS/mdbench-$name.$t.err" 9>&- || rc=$?
-            if ((rc)); then
-                FAILURES=$((FAILURES + 1))
-                log "  mdbench $name on $t FAILED (rc=$rc): $(head -3 "$LOGS/mdbench-$name.$t.err" | tr '\n' ' ')"
-            fi
-            rm -rf "$dir"
+        for ((ROUND = 1; ROUND <= ROUNDS; ROUND++)); do
+            for t in $(rotated_targets); do
+                [[ $t == tessera-wb ]] && continue   # write jobs only
+                log "mdbench $name ($args) on $t$( ((ROUNDS > 1)) && echo " (round $ROUND of $ROUNDS)")"
+                dir=${TDIR[$t]}/md-$name
+                base=$name.$t$(round_suffix)
+                rc=0
+                # shellcheck disable=SC2086  # args is a list of options
+                timeout -k 10 1800 "$BIN/mdbench" -d "$dir" $args -w "$MD_BYTES" -e "$MD_BYTES" \
+                    -S "$MD_SETTLE" -t "$name" \
+                    >"$RES/md/$base.txt" 2>"$LOGS/mdbench-$base.err" 9>&- || rc=$?
+                if ((rc)); then
+                    FAILURES=$((FAILURES + 1))
+                    log "  mdbench $name on $t FAILED (rc=$rc): $(head -3 "$LOGS/mdbench-$base.err" | tr '\n' ' ')"
+                fi
+                rm -rf "$dir"
+            done
         done
     done
 }
