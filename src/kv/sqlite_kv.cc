@@ -119,25 +119,35 @@ class SqliteConn {
   SqliteConn(const SqliteConn&) = delete;
   SqliteConn& operator=(const SqliteConn&) = delete;
 
-  Status Begin(bool read_only) { return Exec(read_only ? sql::kBeginRead : sql::kBeginWrite, "begin"); }
+  Status Begin(bool read_only) {
+    Status st = Exec(read_only ? sql::kBeginRead : sql::kBeginWrite, "begin");
+    began_ = st.ok();
+    return st;
+  }
   // A COMMIT that failed other than by losing a race (an I/O error while
   // writing or syncing the WAL) may still have reached the disk: its frames
   // are replayed when the database is next opened. So its outcome is unknown.
   Status Commit() {
+    RETURN_IF_ERROR(Live());  // rolled back by SQLite: nothing of it is in the file
     Status st = Exec(sql::kCommit, "commit");
+    began_ = InTxn();
     if (st.ok() || failure_ == Failure::kRetry) return st;
     return Status::Unknown(st.code(), st.message() + " (the commit may or may not have been applied)");
   }
   // Rolls back the open transaction, if any (SQLite ends it by itself after
   // some errors).
-  Status Rollback() { return InTxn() ? Exec(sql::kRollback, "rollback") : Status::OK(); }
+  Status Rollback() {
+    Status st = InTxn() ? Exec(sql::kRollback, "rollback") : Status::OK();
+    began_ = InTxn();
+    return st;
+  }
   bool Reusable() const { return !InTxn(); }
 
   // Group commit (sql_kv.h): each grouped caller's writes in a savepoint.
   static constexpr bool kSavepoints = true;
-  Status Savepoint() { return Step(savepoint_stmts_[0], "savepoint"); }
-  Status RollbackToSavepoint() { return Step(savepoint_stmts_[1], "rollback to savepoint"); }
-  Status ReleaseSavepoint() { return Step(savepoint_stmts_[2], "release savepoint"); }
+  Status Savepoint() { return LiveStep(savepoint_stmts_[0], "savepoint"); }
+  Status RollbackToSavepoint() { return LiveStep(savepoint_stmts_[1], "rollback to savepoint"); }
+  Status ReleaseSavepoint() { return LiveStep(savepoint_stmts_[2], "release savepoint"); }
   bool InTransaction() const { return InTxn(); }
 
   // Failure::kRetry if a call failed with SQLITE_BUSY/SQLITE_LOCKED since
@@ -147,6 +157,7 @@ class SqliteConn {
   void ClearFailure() { failure_ = Failure::kNone; }
 
   Result<std::string> Get(std::string_view key) {
+    RETURN_IF_ERROR(Live());
     sqlite3_stmt* stmt = stmts_[sql::kGet];
     ResetOnExit reset(stmt);
     if (int rc = BindBlob(stmt, 1, key); rc != SQLITE_OK) return Error(rc, "get");
@@ -157,6 +168,7 @@ class SqliteConn {
   }
 
   Status Put(std::string_view key, std::string_view value) {
+    RETURN_IF_ERROR(Live());
     sqlite3_stmt* stmt = stmts_[sql::kPut];
     ResetOnExit reset(stmt);
     int rc = BindBlob(stmt, 1, key);
@@ -171,6 +183,7 @@ class SqliteConn {
   }
 
   Status Delete(std::string_view key) {
+    RETURN_IF_ERROR(Live());
     sqlite3_stmt* stmt = stmts_[sql::kDelete];
     ResetOnExit reset(stmt);
     int rc = BindBlob(stmt, 1, key);
@@ -178,12 +191,13 @@ class SqliteConn {
     return rc == SQLITE_DONE ? Status::OK() : Error(rc, "delete");
   }
 
-  Status DeleteAll() { return Exec(sql::kDeleteAll, "delete all"); }
+  Status DeleteAll() { return LiveStep(stmts_[sql::kDeleteAll], "delete all"); }
 
   // Appends to the change log, and every 256th time drops what is older
   // than kLogKeepSec (a listener polls every 50 ms; one that fell further
   // behind finds a gap and drops its caches).
   Status Notify(std::string_view payload) {
+    RETURN_IF_ERROR(Live());
     const int64_t now = int64_t(std::time(nullptr));
     {
       sqlite3_stmt* stmt = stmts_[sql::kNotify];
@@ -225,6 +239,7 @@ class SqliteConn {
   // Appends to *rows at most limit rows with keys in [from, end) (end empty:
   // no upper bound), in key order.
   Status ScanBatch(std::string_view from, std::string_view end, int64_t limit, Rows* rows) {
+    RETURN_IF_ERROR(Live());
     sqlite3_stmt* stmt = stmts_[end.empty() ? sql::kScanFrom : sql::kScanRange];
     ResetOnExit reset(stmt);
     int index = 1;
@@ -240,6 +255,21 @@ class SqliteConn {
   explicit SqliteConn(std::string path) : path_(std::move(path)) {}
 
   bool InTxn() const { return sqlite3_get_autocommit(db_) == 0; }
+
+  // SQLite may end a transaction by itself after an error (a full disk, an
+  // I/O error, no memory: https://sqlite.org/lang_transaction.html), and a
+  // statement run after that is a transaction of its own, committed at once:
+  // a caller that went on past a failed read would commit the rest of its
+  // writes without the ones before. So between Begin and Commit/Rollback
+  // every statement first checks that the transaction is still open.
+  Status Live() const {
+    if (!began_ || InTxn()) return Status::OK();
+    return Status::Err(EIO, "sqlite3 '" + path_ + "': the transaction was rolled back after an error");
+  }
+  Status LiveStep(sqlite3_stmt* stmt, std::string_view what) {
+    RETURN_IF_ERROR(Live());
+    return Step(stmt, what);
+  }
 
   Status Exec(Stmt which, std::string_view what) { return Step(stmts_[which], what); }
   Status Step(sqlite3_stmt* stmt, std::string_view what) {
@@ -362,6 +392,7 @@ class SqliteConn {
                                                                   "RELEASE SAVEPOINT g"};
   sqlite3_stmt* savepoint_stmts_[kSavepointStmts] = {};
   Failure failure_ = Failure::kNone;
+  bool began_ = false;  // between a Begin and its Commit/Rollback (Live)
 };
 
 }  // namespace
