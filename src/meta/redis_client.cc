@@ -326,11 +326,15 @@ Result<Client::Conn*> Client::Acquire(bool* fresh) {
   return Dial();
 }
 
-void Client::Release(Conn* c, bool broken) {
+void Client::Release(Conn* c, bool broken, bool retired) {
   std::vector<Conn*> dead;
   {
     std::lock_guard<std::mutex> g(mu_);
-    if (broken) {
+    if (retired && !broken) {
+      all_.erase(std::find(all_.begin(), all_.end(), c));
+      --open_;
+      dead.push_back(c);
+    } else if (broken) {
       // The others idle since before the break are most likely dead too (a
       // server restart): dial anew rather than find out one retry each.
       dead.swap(idle_);
@@ -413,7 +417,13 @@ Result<Reply> Client::Run(std::vector<std::string_view> argv, bool mutating) {
       broken = true;
       r = Status::Err(ECONNRESET, "redis " + opts_.display + ": injected lost reply");
     }
-    Release(c, broken);
+    // A state-changing call that failed leaves its operation in doubt under
+    // this connection's record key until a resend settles it, maybe on
+    // another connection: a later call on this one would record over it
+    // (redis_functions_admin.lua, `wrap`), so this connection is not used
+    // again. Only an error reply gets here with the connection sound (BUSY,
+    // LOADING, OOM, ...): rare.
+    Release(c, broken, mutating && !r.ok());
     if (broken && mutating) maybe_done = true;
     return r;
   };

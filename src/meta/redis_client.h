@@ -120,7 +120,10 @@ class Client {
   struct Conn;
   explicit Client(Options opts);
   Result<Conn*> Acquire(bool* fresh);
-  void Release(Conn* c, bool broken);
+  // Back to the pool, or closed: broken (the connection failed; the other
+  // idle ones are closed too, most likely dead as well) or retired (it works,
+  // but its operation record key must not be used again).
+  void Release(Conn* c, bool broken, bool retired = false);
   Result<Conn*> Dial();
   void Close(Conn* c);
   Result<Reply> Send(Conn* c, const std::vector<std::string_view>& argv);

@@ -491,12 +491,17 @@ end
 -- Operation records (redis_client.h): a state-changing call comes with two
 -- keys, its connection's record key and its sequence number there, the
 -- number prefixed with 'r' when the client sends the call again (its first
--- try's reply was lost). The first try of a number cannot have run before,
--- so only a resend reads the record: if the record holds that sequence
--- number, the call was performed before and the recorded reply is the
--- answer, nothing runs again. Otherwise the function runs and its reply, an
--- errno included, is recorded. A record outlives its connection
--- by OP_TTL_MS at most (a client retries for seconds, not hours).
+-- try's reply was lost). The record, "<number> <reply packed by cmsgpack>",
+-- holds the last call run under its key, and the numbers under a key only
+-- grow, so every call reads it first: a call with the recorded number was
+-- performed before and the recorded reply is the answer, nothing runs again;
+-- one with a smaller number is a stale copy, refused unrun. A stale copy is
+-- not only a resend: the first try of a call whose connection the client
+-- gave up on may still reach the server after the resend ran (the client's
+-- kernel retransmits it once the network is back), and must not undo what
+-- came after (an unlink of a name made again since). Otherwise the function
+-- runs and its reply, an errno included, is recorded. A record outlives its
+-- connection by OP_TTL_MS at most (a client retries for seconds, not hours).
 local OP_TTL_MS = 3600000
 
 -- Publishes the call's changes on the volume's channel ('watchchan') when a
@@ -554,12 +559,15 @@ local function wrap(fn, readonly)
     if not readonly then
       opkey, seq = keys[1], keys[2]
       if not opkey or not seq then return redis.error_reply('ERR tessera: a state-changing call needs an operation id') end
-      if string.byte(seq, 1) == 114 then -- 'r': a resend, which may have run before
-        seq = string.sub(seq, 2)
-        local prev = redis.call('GET', opkey)
-        if prev then
-          local rec = cmsgpack.unpack(prev)
-          if rec[1] == seq then return rec[2] end
+      if string.byte(seq, 1) == 114 then seq = string.sub(seq, 2) end -- 'r': a resend
+      local n = tonumber(seq)
+      if not n then return redis.error_reply('ERR tessera: a bad operation sequence number') end
+      local prev = redis.call('GET', opkey)
+      local last = prev and string.match(prev, '^(%d+) ')
+      if last then
+        if n == tonumber(last) then return cmsgpack.unpack(string.sub(prev, #last + 2)) end
+        if n < tonumber(last) then
+          return redis.error_reply('ERR tessera: operation ' .. seq .. ' on ' .. opkey .. ' is older than the last one there: not run')
         end
       end
     end
@@ -570,7 +578,7 @@ local function wrap(fn, readonly)
     end
     if not readonly then
       if res[1] == 0 then res[#res + 1] = encode_stat_deltas() end  -- always: the client strips it
-      redis.call('SET', opkey, cmsgpack.pack({ seq, res }), 'PX', OP_TTL_MS)
+      redis.call('SET', opkey, seq .. ' ' .. cmsgpack.pack(res), 'PX', OP_TTL_MS)
       publish(opkey)
     end
     return res

@@ -307,6 +307,78 @@ TEST_F(RedisMetaTest, OutOfMemoryFailsWithEioAndRecovers) {
   ASSERT_OK(m_->Mknod(root, kRootIno, "after", S_IFREG | 0644, 0, 0, "", &other, &attr));
 }
 
+// Operation records (redis_functions_admin.lua, `wrap`): a call carrying the
+// number last recorded under its key answers from the record, resend or not
+// (the first try of a call whose connection the client gave up on can reach
+// the server after its resend ran), and one with a smaller number is refused
+// unrun: neither may undo what came after it (here: a name made again).
+TEST_F(RedisMetaTest, StaleCopiesOfAnOperationDoNotRun) {
+  const Context root = Context::Root();
+  Ino ino = 0;
+  Attr attr;
+  ASSERT_OK(m_->Mknod(root, kRootIno, "f", S_IFREG | 0644, 0, 0, "", &ino, &attr));
+  const std::string parent = std::to_string(kRootIno);
+  // uid gid gids, time (s, ns), session (0: none), parent, name, trash ('' = off)
+  auto unlink = [&](const char* seq) {
+    return Admin({"FCALL", "tessera_unlink", "2", "otest.9", seq, "0", "0", "", "1796584479", "0", "0", parent, "f", ""});
+  };
+  auto exists = [&] {
+    auto r = Admin({"HEXISTS", "d" + parent, "f"});
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() && r->integer() == 1;
+  };
+  auto r = unlink("5");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->at(0).integer(), 0);
+  ASSERT_FALSE(exists());
+  ASSERT_OK(m_->Mknod(root, kRootIno, "f", S_IFREG | 0644, 0, 0, "", &ino, &attr));  // made again
+  for (const char* copy : {"5", "r5"}) {  // operation 5's first try arriving late, and a resend of it
+    r = unlink(copy);
+    ASSERT_TRUE(r.ok()) << copy << ": " << r.status().ToString();
+    EXPECT_EQ(r->at(0).integer(), 0) << copy << ": not the recorded reply";
+    EXPECT_TRUE(exists()) << copy << " ran again and removed the name made since";
+  }
+  r = unlink("4");  // older than the record
+  EXPECT_FALSE(r.ok()) << "a stale operation was run";
+  EXPECT_TRUE(exists());
+  r = unlink("6");  // a new one runs
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->at(0).integer(), 0);
+  EXPECT_FALSE(exists());
+}
+
+// A state-changing call that failed with an error reply (here: out of
+// memory) may leave its operation in doubt under its connection's record
+// key, to be settled by a resend on another connection: the connection is
+// not used again, so no later call records over that operation.
+TEST_F(RedisMetaTest, AFailedStateChangingCallRetiresItsConnection) {
+  const Context root = Context::Root();
+  Ino ino = 0;
+  Attr attr;
+  ResetStats();
+  ASSERT_OK(m_->Mknod(root, kRootIno, "before", S_IFREG | 0644, 0, 0, "", &ino, &attr));
+  ASSERT_TRUE(Admin({"CONFIG", "SET", "maxmemory-policy", "noeviction"}).ok());
+  ASSERT_TRUE(Admin({"CONFIG", "SET", "maxmemory", "1"}).ok());
+  EXPECT_EQ(m_->Mknod(root, kRootIno, "during", S_IFREG | 0644, 0, 0, "", &ino, &attr).code(), EIO);
+  ASSERT_TRUE(Admin({"CONFIG", "SET", "maxmemory", "0"}).ok());
+  ASSERT_OK(m_->Mknod(root, kRootIno, "after", S_IFREG | 0644, 0, 0, "", &ino, &attr));
+  // The record key each create was sent with, by name (SLOWLOG keeps the
+  // calls Redis ran; the refused one may be missing: then "before"'s
+  // connection, the pool's most recent, is the one it used).
+  std::map<std::string, std::string> key_of;
+  auto log = Admin({"SLOWLOG", "GET", "-1"});
+  ASSERT_TRUE(log.ok()) << log.status().ToString();
+  for (size_t i = 0; i < log->size(); ++i) {
+    redis::Reply argv = log->at(i).at(3);
+    // FCALL tessera_mknod 2 KEY SEQ uid gid gids sec nsec parent NAME ...
+    if (argv.size() < 12 || argv.at(1).str() != "tessera_mknod") continue;
+    key_of[std::string(argv.at(11).str())] = std::string(argv.at(3).str());
+  }
+  ASSERT_TRUE(key_of.count("before") && key_of.count("after")) << "SLOWLOG lacks the creates";
+  const std::string failed = key_of.count("during") ? key_of["during"] : key_of["before"];
+  EXPECT_NE(key_of["after"], failed) << "the connection of the failed call was used again";
+}
+
 // A restart of redis-server (SIGTERM: AOF flushed) under a client: the next
 // operations reconnect; nothing acknowledged is lost. While the server is
 // down, operations fail with EIO after bounded retries instead of hanging.
