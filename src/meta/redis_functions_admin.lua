@@ -445,11 +445,17 @@ local function quota_list(args)
   return { 0, out }
 end
 
+-- Writes records of a dump (tessera load) or of a repair (tessera fsck
+-- --repair, on a mounted volume too): the attributes and entries it writes
+-- are published like any call's (`wrap`), so other clients' caches follow.
 local function load(args)
   local i = 1
   while i <= #args do
     local t = args[i]
-    if t == 'i' then redis.call('SET', 'i' .. args[i + 1], args[i + 2]); i = i + 3
+    if t == 'i' then
+      redis.call('SET', 'i' .. args[i + 1], args[i + 2])
+      changed_inode(tonumber(args[i + 1]))
+      i = i + 3
     elseif t == 's' then redis.call('SET', 's' .. args[i + 1], args[i + 2]); i = i + 3
     elseif t == 'x' then redis.call('HSET', 'x' .. args[i + 1], args[i + 2], args[i + 3]); i = i + 4
     elseif t == 'c' then
@@ -459,11 +465,13 @@ local function load(args)
     elseif t == 'e' then
       redis.call('HSET', 'd' .. args[i + 1], args[i + 2], args[i + 3])
       redis.call('ZADD', 'n' .. args[i + 1], 0, args[i + 2])
+      changed_entry(tonumber(args[i + 1]), args[i + 2])
       i = i + 4
     elseif t == 'n' then redis.call('SET', args[i + 1], args[i + 2]); i = i + 3
     elseif t == 'de' then
       redis.call('HDEL', 'd' .. args[i + 1], args[i + 2])
       redis.call('ZREM', 'n' .. args[i + 1], args[i + 2])
+      changed_entry(tonumber(args[i + 1]), args[i + 2])
       i = i + 3
     elseif t == 'setting' then redis.call('SET', 'setting', args[i + 1]); i = i + 2
     elseif t == 'u' then

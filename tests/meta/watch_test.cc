@@ -177,6 +177,27 @@ TEST_P(WatchTest, OtherClientsChangesReachAWatcherButNotItsOwn) {
   EXPECT_FALSE(seen.SawName("late"));
 }
 
+// Raw writes (fsck --repair on a mounted volume writes through WriteTree,
+// as load does) reach the watchers like any change: an inode's attributes
+// and an entry taken away.
+TEST_P(WatchTest, RepairsReachAWatcher) {
+  const Context root = Context::Root();
+  Collector& seen = b_seen_;
+  Ino f = 0, g = 0;
+  Attr attr;
+  ASSERT_TRUE(a_->Mknod(root, kRootIno, "f", S_IFREG | 0644, 0, 0, "", &f, &attr).ok());
+  ASSERT_TRUE(a_->Mknod(root, kRootIno, "g", S_IFREG | 0644, 0, 0, "", &g, &attr).ok());
+  ASSERT_TRUE(b_->WatchChanges(seen.fn()).ok());
+  NoticeWatchers();
+  attr.mode = S_IFREG | 0600;
+  ASSERT_TRUE(a_->WriteTree([&](TreeWriter& w) {
+                  RETURN_IF_ERROR(w.PutAttr(f, attr));
+                  return w.DeleteEntry(kRootIno, "g");
+                }).ok());
+  EXPECT_TRUE(seen.WaitInode(f)) << "attributes written by a repair";
+  EXPECT_TRUE(seen.WaitEntry(kRootIno, "g")) << "an entry a repair took away";
+}
+
 // Nobody else watches: a client writes no change records at all (its own
 // watch does not count); a second watcher makes both record.
 TEST_P(WatchTest, NothingIsRecordedWhileNoOtherClientWatches) {
