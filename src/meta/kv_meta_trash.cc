@@ -63,6 +63,9 @@ Result<bool> KvMeta::TrashTx(kv::Txn& tx, const Context& ctx, Ino parent, const 
     deltas->emplace_back(kTrashIno, EntryUsage(hattr));
   } else {
     RETURN_IF_ERROR(st);
+    // Removed (by root) and still held open by a session: an entry put there
+    // would be out of every listing and purge, so this removal is final.
+    if (hattr.nlink == 0) return false;
   }
   RETURN_IF_ERROR(tx.Put(EntryKey(hour, TrashEntryName(parent, ino, name)), EncodeEntry(ino, attr->mode & S_IFMT)));
   if (attr->IsDir()) {

@@ -499,6 +499,9 @@ local function trash_inode(hour, now, parent, name, ino, a)
   if hour == '' or parent >= TRASH then return false end
   local hino = TRASH + 1 + math.floor(now[1] / 3600)
   local h = get_attr(hino)
+  -- Removed (by root) and still held by a session: an entry put there would
+  -- be out of every listing and purge, so this removal is final.
+  if h and h.nlink == 0 then return false end
   local made = not h
   if made then -- the first removal this hour (this hour's directory implies /.trash)
     local t = get_attr(TRASH)

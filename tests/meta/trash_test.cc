@@ -5,6 +5,7 @@
 // trash; a volume without trash deletes at once; dumps carry the trash and
 // a loaded volume never hands out trash inode numbers. Redis and PostgreSQL
 // need their servers (ctest unit_meta_redis / unit_meta_postgres).
+#include <fcntl.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -219,6 +220,38 @@ TEST_P(TrashTest, TheHourDirectoryFollowsWhatEntersIt) {
   EXPECT_GE(h.ctime.sec, t1.sec);
   EXPECT_EQ(h.nlink, 3u);
   EXPECT_EQ(HourEntries().size(), 5u);
+  ExpectConsistent();
+}
+
+// Root removes this hour's trash directory while a session still holds it
+// open: a file removed later in the same hour must not go into that dead
+// directory, where nothing would list it, purge it or count it again; it is
+// removed for good instead.
+TEST_P(TrashTest, RemovalsSkipAnHourDirectoryThatWasRemoved) {
+  while (Now().sec % 3600 > 3590) usleep(200000);  // the whole test in one hour
+  const Context root = Context::Root();
+  SessionInfo s;
+  s.mount_point = "/mnt/trash";
+  ASSERT_OK(m_->NewSession(s));
+  Ino f = Make(kRootIno, "f", S_IFREG | 0644);
+  ASSERT_OK(m_->Unlink(root, kRootIno, "f"));  // makes this hour's directory
+  const std::string hour_name = TrashHourName(Now().sec);
+  Ino hour = 0;
+  Attr attr;
+  ASSERT_OK(m_->Lookup(root, kTrashIno, hour_name, &hour, &attr));
+  ASSERT_OK(m_->Unlink(root, hour, TrashEntryName(kRootIno, f, "f")));  // emptied
+  ASSERT_OK(m_->Open(root, hour, O_RDONLY, &attr));                      // held open
+  ASSERT_OK(m_->Rmdir(root, kTrashIno, hour_name));
+  Ino g = Make(kRootIno, "g", S_IFREG | 0644);
+  ASSERT_OK(m_->Unlink(root, kRootIno, "g"));
+  Status st = m_->GetAttr(root, g, &attr);
+  if (st.ok()) {  // kept for the session until it lets go, with no name
+    EXPECT_EQ(attr.nlink, 0u) << "the removed file went into the removed hour directory";
+    EXPECT_NE(attr.parent, hour);
+  } else {
+    EXPECT_EQ(st.code(), ENOENT) << st.ToString();
+  }
+  ASSERT_OK(m_->Close(root, hour));
   ExpectConsistent();
 }
 
