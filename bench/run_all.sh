@@ -489,6 +489,9 @@ run_fio_suite() {
                 log "fio $name on $t$( ((ROUNDS > 1)) && echo " (round $ROUND of $ROUNDS)")"
                 # shellcheck disable=SC2086  # vars is a list of VAR=VALUE words
                 run_fio "$name" "$job" "$t" $vars
+                # Every write job writes new files (in the next round too):
+                # not over what the last one left.
+                [[ $job == *write ]] && rm -f "${TDIR[$t]}/fio/$job".*
             done
         done
     done
