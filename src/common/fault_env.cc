@@ -35,7 +35,16 @@ std::chrono::steady_clock::time_point FaultEnv::Now() {
   return base_->Now() + clock_offset_;
 }
 
+uint64_t FaultEnv::calls(unsigned ops) const {
+  uint64_t n = 0;
+  for (int bit = 0; bit < 8; ++bit)
+    if (ops & (1u << bit)) n += calls_[bit].load();
+  return n;
+}
+
 int FaultEnv::Decide(Op op) {
+  for (int bit = 0; bit < 8; ++bit)
+    if (op & (1u << bit)) calls_[bit].fetch_add(1);
   std::lock_guard<std::mutex> g(mu_);
   int err = 0;
   for (auto it = forced_.begin(); it != forced_.end(); ++it) {

@@ -52,6 +52,8 @@ class FaultEnv final : public Env {
   void AdvanceClock(std::chrono::steady_clock::duration d);
   // Faults injected so far.
   uint64_t injected() const { return injected_.load(); }
+  // Calls of the kinds in ops made so far (failed or not).
+  uint64_t calls(unsigned ops) const;
 
   Result<int> Open(const std::string& path, int flags, mode_t mode) override;
   Status Close(int fd) override;
@@ -99,6 +101,7 @@ class FaultEnv final : public Env {
   std::map<std::string, FileState> files_;                       // guarded by mu_: by path, once written
   std::chrono::steady_clock::duration clock_offset_{};           // guarded by mu_
   std::atomic<uint64_t> injected_{0};
+  std::atomic<uint64_t> calls_[8] = {};  // per kind of Op, by its bit
 };
 
 }  // namespace tessera

@@ -42,6 +42,8 @@ struct BatchFile {
   sqlite3_int64 batch_off = 0;
   // WAL: where the page of the last commit frame header seen goes (-1: none).
   sqlite3_int64 commit_page_off = -1;
+  // WAL: the end of what the write transaction in progress passed on.
+  sqlite3_int64 flushed_end = 0;
 
   sqlite3_file* real() { return reinterpret_cast<sqlite3_file*>(this + 1); }
   const sqlite3_io_methods* rm() { return real()->pMethods; }
@@ -55,6 +57,7 @@ struct BatchFile {
       const size_t n = std::min(kMaxWrite, batch.size() - done);
       rc = rm()->xWrite(real(), batch.data() + done, int(n), batch_off + sqlite3_int64(done));
     }
+    if (rc == SQLITE_OK) flushed_end = std::max(flushed_end, batch_off + sqlite3_int64(batch.size()));
     batch.clear();
     return rc;
   }
@@ -85,6 +88,15 @@ int Write(sqlite3_file* f, const void* buf, int n, sqlite3_int64 off) {
   const bool ends_commit = off == b->commit_page_off;
   if (IsCommitFrameHeader(buf, n)) {
     b->commit_page_off = off + kFrameHeaderSize;
+    // The header of a frame whose page is in the file already: SQLite
+    // rewrites the checksums of a transaction that changed a page it had
+    // spilled, the commit frame's header last, and nothing of that frame
+    // follows. Written now, where an error fails the commit, not at the
+    // barrier, where it could only stop the process.
+    if (b->commit_page_off < b->flushed_end) {
+      b->commit_page_off = -1;
+      return b->Flush();
+    }
   } else if (ends_commit) {
     b->commit_page_off = -1;
   }
@@ -133,6 +145,7 @@ int ShmLock(sqlite3_file* f, int offset, int n, int flags) {
   if (b->wal != nullptr && offset == kWalWriteLock && (flags & SQLITE_SHM_UNLOCK) != 0) {
     b->wal->batch.clear();
     b->wal->commit_page_off = -1;
+    b->wal->flushed_end = 0;
   }
   return b->rm()->xShmLock(b->real(), offset, n, flags);
 }

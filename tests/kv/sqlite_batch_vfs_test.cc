@@ -233,5 +233,88 @@ TEST_F(SqliteBatchVfsTest, AFailedBatchFailsItsCommitOnly) {
   EXPECT_EQ(IntegrityCheck(path_), "ok");
 }
 
+// A transaction that spilled pages into the WAL and then changed one of
+// them again: at its commit SQLite rewrites the frame headers' checksums, the
+// commit frame's header last (walRewriteChecksums). The disk fails that last
+// write: the commit fails (SQLite's answer to a failed write), the process
+// lives on. It used to stay buffered until the barrier before the commit is
+// published, where a failed write stops the process.
+TEST_F(SqliteBatchVfsTest, AFailedChecksumRewriteFailsItsCommitOnly) {
+  // A reader holding the snapshot from before the transaction keeps the
+  // checkpoint that follows a large commit from writing anything (after the
+  // WAL was emptied first): the commit's writes are the last ones.
+  struct Reader {
+    sqlite3* db = nullptr;
+    explicit Reader(const std::string& path) {
+      if (sqlite3_open(path.c_str(), &db) != SQLITE_OK) return;
+      sqlite3_exec(db, "PRAGMA wal_checkpoint(TRUNCATE)", nullptr, nullptr, nullptr);
+      sqlite3_exec(db, "BEGIN; SELECT count(*) FROM sqlite_master", nullptr, nullptr, nullptr);
+    }
+    ~Reader() {
+      sqlite3_exec(db, "COMMIT", nullptr, nullptr, nullptr);
+      sqlite3_close(db);
+    }
+  };
+  const std::string big(4000, 'b');
+  auto spill_and_change = [&](Txn& txn) -> Status {
+    for (int i = 0; i < 3000; ++i) RETURN_IF_ERROR(txn.Put(Key('s', i), big));  // ~12 MB: spills
+    return txn.Put(Key('s', 0), "changed after the spill");
+  };
+  // The same transaction on a file of its own, to count its writes.
+  uint64_t writes = 0;
+  {
+    FaultEnv env;
+    SqliteOptions options;
+    options.vfs = RegisterFaultVfs(&env);
+    std::unique_ptr<Engine> engine = MustOpen(path_ + ".count", options);
+    ASSERT_NE(engine, nullptr);
+    ASSERT_OK(engine->Run([](Txn& txn) { return txn.Put("before", "1"); }));
+    Reader reader(path_ + ".count");
+    const uint64_t w0 = env.calls(FaultEnv::kWrite);
+    ASSERT_OK(engine->Run(spill_and_change));
+    writes = env.calls(FaultEnv::kWrite) - w0;
+  }
+  ASSERT_GT(writes, 10u);
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {  // the child runs it with its last write failing
+    FaultEnv env;
+    SqliteOptions options;
+    options.vfs = RegisterFaultVfs(&env);
+    options.max_attempts = 1;
+    std::unique_ptr<Engine> engine = MustOpen(path_, options);
+    if (engine == nullptr || !engine->Run([](Txn& txn) { return txn.Put("before", "1"); }).ok()) _exit(3);
+    Status st;
+    {
+      Reader reader(path_);
+      env.FailNext(FaultEnv::kWrite, EIO, 1, int(writes - 1));
+      st = engine->Run(spill_and_change);
+    }
+    if (env.injected() != 1) _exit(4);
+    if (st.ok()) _exit(5);
+    if (!engine->Run([](Txn& txn) { return txn.Put("after", "1"); }).ok()) _exit(6);
+    engine.reset();
+    _exit(0);
+  }
+  int wstatus = 0;
+  ASSERT_EQ(waitpid(pid, &wstatus, 0), pid);
+  ASSERT_FALSE(WIFSIGNALED(wstatus)) << "the process was stopped by signal " << WTERMSIG(wstatus)
+                                     << " on a write error SQLite could have reported";
+  ASSERT_TRUE(WIFEXITED(wstatus));
+  ASSERT_EQ(WEXITSTATUS(wstatus), 0) << "3: no engine, 4: no fault injected, 5: the commit succeeded, "
+                                        "6: the next commit failed";
+  std::unique_ptr<Engine> engine = MustOpen(path_);
+  ASSERT_NE(engine, nullptr);
+  ASSERT_OK(engine->Run(
+      [&](Txn& txn) {
+        ASSIGN_OR_RETURN(std::string after, txn.Get("after"));
+        Result<std::string> first = txn.Get(Key('s', 0));
+        EXPECT_EQ(first.status().code(), ENOENT) << "the failed transaction was committed";
+        return Status::OK();
+      },
+      true));
+  EXPECT_EQ(IntegrityCheck(path_), "ok");
+}
+
 }  // namespace
 }  // namespace tessera::kv
