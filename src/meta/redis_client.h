@@ -8,10 +8,12 @@
 // idempotent, and a function call that changes state (Call with mutating)
 // carries an operation id, (connection key, sequence number), fixed at its
 // first attempt. The function records its reply under the connection key
-// (src/meta/redis_functions_admin.lua, `wrap`); a resend of the same operation,
-// after a connection broke with the reply lost, is marked as one and answers
-// from that record instead of running again (a first try skips the read). A connection runs one request at a time, so only
-// its last operation can be in doubt, and a broken connection is never used
+// (src/meta/redis_functions_admin.lua, `wrap`); every call reads that record
+// first, so a resend of the same operation (after a connection broke with the
+// reply lost), or a late copy of its first try, answers from the record
+// instead of running again, and a copy older than the record does not run. A
+// connection runs one request at a time, so only its last operation can be in
+// doubt, and a connection that broke or whose call failed is never used
 // again: one record per connection suffices.
 #pragma once
 

@@ -571,10 +571,11 @@ local function wrap(fn, readonly)
       local n = tonumber(seq)
       if not n then return redis.error_reply('ERR tessera: a bad operation sequence number') end
       local prev = redis.call('GET', opkey)
-      local last = prev and string.match(prev, '^(%d+) ')
-      if last then
-        if n == tonumber(last) then return cmsgpack.unpack(string.sub(prev, #last + 2)) end
-        if n < tonumber(last) then
+      local digits = prev and string.match(prev, '^(%d+) ')
+      if digits then
+        local last = tonumber(digits)
+        if n == last then return cmsgpack.unpack(string.sub(prev, #digits + 2)) end
+        if n < last then
           return redis.error_reply('ERR tessera: operation ' .. seq .. ' on ' .. opkey .. ' is older than the last one there: not run')
         end
       end
