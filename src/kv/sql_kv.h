@@ -48,6 +48,7 @@
 
 #include "common/metrics.h"
 #include "common/retry.h"
+#include "common/wait_word.h"
 #include "kv/kv.h"
 
 namespace tessera::kv::sql {
@@ -372,15 +373,13 @@ class SqlEngine final : public Engine {
     const TxnFn* fn;
     Status result = Status::OK();
     // kQueued, then kDone (result is set) or kLead (leads the next group):
-    // stored by a leader (release) after it let go of group_mu_.
-    std::atomic<int> state{kQueued};
+    // stored by a leader (release) after it let go of group_mu_. A WaitWord,
+    // not std::atomic::wait, whose spinning yields the CPU (wait_word.h).
+    WaitWord state{kQueued};
   };
-  static constexpr int kQueued = 0, kDone = 1, kLead = 2;
+  static constexpr uint32_t kQueued = 0, kDone = 1, kLead = 2;
 
-  static void Wake(Member* m, int state) {
-    m->state.store(state, std::memory_order_release);
-    m->state.notify_one();
-  }
+  static void Wake(Member* m, uint32_t state) { m->state.StoreAndWake(state); }
 
   Status RunGrouped(const TxnFn& fn) {
     // Shared with the leader, which wakes it after letting go of group_mu_
@@ -390,8 +389,7 @@ class SqlEngine final : public Engine {
     group_queue_.push_back(me);
     if (group_leading_) {
       lock.unlock();
-      int state;
-      while ((state = me->state.load(std::memory_order_acquire)) == kQueued) me->state.wait(kQueued);
+      const uint32_t state = me->state.WaitWhile(kQueued);
       if (state == kDone) return me->result;
       // kLead: nobody else leads, and this caller is still the queue's front.
       lock.lock();
