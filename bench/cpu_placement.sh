@@ -44,7 +44,7 @@ cp "$(realpath "$TESSERA")" "$W/bin/tessera"
 gcc -O2 -Wall "$BENCH/mdbench.c" -o "$W/bin/mdbench"
 if [ -z "$HP" ]; then
   cache="${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/tessera-bench"
-  src=$(ls -d "$cache"/fuse-*/example 2>/dev/null | head -1 || true)
+  src=$(find "$cache" -maxdepth 2 -type d -path '*/fuse-*/example' 2>/dev/null | head -1)
   [ -n "$src" ] || { echo "no passthrough_hp source in $cache: run bench/run_all.sh --targets passthrough-hp once, or pass --hp" >&2; exit 1; }
   # shellcheck disable=SC2046
   g++ -std=c++17 -O2 -I"$src" "$src/passthrough_hp.cc" $(pkg-config fuse3 --cflags --libs) -lpthread -o "$W/bin/passthrough_hp"
