@@ -10,7 +10,7 @@ $SUDO apt-get install -y -qq --no-install-recommends \
   libfuse3-dev fuse3 libsqlite3-dev sqlite3 \
   libfmt-dev nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev \
   libhiredis-dev libpq-dev libcurl4-openssl-dev libssl-dev libzstd-dev liblz4-dev libxxhash-dev zlib1g-dev prometheus-cpp-dev \
-  attr acl fio procps psmisc python3 iproute2 util-linux jq gzip libmount-dev libjemalloc-dev >/dev/null
+  attr acl fio procps psmisc python3 iproute2 util-linux jq gzip libmount-dev libjemalloc-dev liburing-dev >/dev/null
 # The Debian package and what its test uses: dpkg-shlibdeps, man, zsh, and
 # systemd-analyze for the unit file.
 $SUDO apt-get install -y -qq --no-install-recommends dpkg-dev man-db zsh systemd >/dev/null

@@ -224,6 +224,7 @@ std::string ConfigJson(const MountOptions& o, const std::string& mount_point, co
                   {"writeback", o.writeback},
                   {"upload_delay", o.upload_delay},
                   {"writeback_cache", o.writeback_cache},
+                  {"io_uring", o.io_uring},
                   {"enable_xattr", o.enable_xattr},
                   {"enable_cap", o.enable_cap},
                   {"allow_other", !o.no_allow_other},
@@ -372,6 +373,7 @@ int Serve(const MountOptions& o, const std::string& mount_point, const std::func
   fo.default_permissions = !o.non_default_permission;
   fo.debug = o.debug;
   fo.writeback_cache = o.writeback_cache;
+  fo.io_uring = o.io_uring;
   fo.xattrs = o.enable_xattr || o.enable_cap;
   auto extra = fuse::CheckOptions(o.fuse_options);  // checked by Mount: the options libfuse takes
   if (extra.ok()) fo.extra = std::move(extra).value();

@@ -54,6 +54,7 @@ struct MountOptions {
   bool no_allow_other = false;
   bool non_default_permission = false;
   bool writeback_cache = false;
+  bool io_uring = false;
   // Stage blocks on the local cache disk and upload them in the background
   // (needs a cache dir; with file storage the default one is used for it).
   bool writeback = false;

@@ -115,6 +115,8 @@ int main(int argc, char** argv) {
   mount->add_flag("--non-default-permission", mo.non_default_permission,
                   "do not let the kernel check permissions (the engine still does)");
   mount->add_flag("--writeback-cache", mo.writeback_cache, "enable the kernel writeback cache (weaker close-to-open)");
+  mount->add_flag("--io-uring", mo.io_uring,
+                  "serve requests over FUSE io_uring, on the CPU of the process that made them (Linux 6.14+; needs the fuse module's enable_uring: echo Y > /sys/module/fuse/parameters/enable_uring)");
   mount->add_flag("--writeback", mo.writeback,
                   "acknowledge writes once staged on the local cache disk, upload in the background "
                   "(other clients see the data once uploaded; see docs/consistency.md)");

@@ -21,6 +21,7 @@
 #include "common/metrics_export.h"
 #include "fuse/coherence.h"
 #include "fuse/internal_files.h"
+#include "fuse/uring_loop.h"
 #include "fuse/worker_loop.h"
 
 namespace tessera::fuse {
@@ -272,6 +273,8 @@ void OpInit(void* userdata, fuse_conn_info* conn) {
   if (s->opts.writeback_cache && (conn->capable & FUSE_CAP_WRITEBACK_CACHE)) conn->want |= FUSE_CAP_WRITEBACK_CACHE;
   else conn->want &= ~unsigned(FUSE_CAP_WRITEBACK_CACHE);
   conn->max_write = 1u << 20;
+  // Replies to ring requests go through the writev hook (uring_loop.h), which a spliced reply would bypass.
+  if (s->opts.io_uring) conn->want &= ~unsigned(FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE);
   conn->max_readahead = 1u << 20;
   LOG_INFO("FUSE init: proto {}.{}, max_write {}, writeback_cache {}, auto_inval_data {}", conn->proto_major,
            conn->proto_minor, conn->max_write, (conn->want & FUSE_CAP_WRITEBACK_CACHE) ? "on" : "off",
@@ -950,11 +953,28 @@ Status Serve(vfs::Vfs* vfs, const MountOptions& opts, const std::function<void(c
     on_mounted(st);
     return st;
   }
+  UringHandle uring;
+  if (opts.io_uring) {
+    UringOptions uo;
+    auto q = StartUring(se, uo);
+    if (!q.ok()) {
+      fuse_session_unmount(se);
+      fuse_remove_signal_handlers(se);
+      vfs->meta()->StopWatching();
+      vfs->SetCacheInvalidator(nullptr);
+      vfs->SetEntryInvalidator(nullptr);
+      fuse_session_destroy(se);
+      on_mounted(q.status());
+      return q.status();
+    }
+    uring = std::move(q).value();
+  }
   on_mounted(Status::OK());
   WorkerLoopOptions loop;
   loop.max_workers = unsigned(std::max(opts.max_threads, 1));
   loop.readers = std::min(std::max(2 * std::thread::hardware_concurrency(), 4u), loop.max_workers);
   int rc = RunWorkerLoop(se, loop);
+  uring.reset();  // its threads stop before the session goes
   vfs->meta()->StopWatching();  // before the session it notifies goes
   fuse_session_unmount(se);
   fuse_remove_signal_handlers(se);

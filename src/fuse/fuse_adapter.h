@@ -23,6 +23,7 @@ struct MountOptions {
   bool debug = false;                // libfuse request tracing
   int max_threads = 32;
   bool writeback_cache = false;      // kernel writeback cache: see docs/consistency.md
+  bool io_uring = false;             // requests over FUSE io_uring (uring_loop.h)
   // Extended attributes. Off (as JuiceFS without --enable-xattr), the xattr
   // requests are answered ENOSYS, after which the kernel stops sending them,
   // including the security.capability lookup it makes before every write.

@@ -9,6 +9,7 @@
 #   TESSERA_E2E_META=sqlite (default) | redis ($TESSERA_TEST_REDIS_URL) | postgres ($TESSERA_TEST_PG_URL)
 #   TESSERA_E2E_STORAGE=file (default) | s3 ($TESSERA_TEST_S3_ENDPOINT, AWS_* credentials)
 # TESSERA_E2E_QUICK=1 shortens the random workloads (sanitizer builds).
+# TESSERA_E2E_MOUNT_OPTS adds options to the suites' main mount (e.g. --io-uring).
 set -euo pipefail
 TESSERA=$(realpath "$1")
 BIN=$(realpath "$2")
@@ -104,8 +105,10 @@ pids_cgroup() {
   return 1
 }
 # The POSIX suites test extended attributes, which are off by default.
+# TESSERA_E2E_MOUNT_OPTS: more options for the suites' mounts (e.g. --io-uring).
 mount_volume() {
-  "$TESSERA" mount "$META" "$MNT" -d --log "$WORK/mount.log" --enable-xattr "$@"
+  # shellcheck disable=SC2086  # a list of options
+  "$TESSERA" mount "$META" "$MNT" -d --log "$WORK/mount.log" --enable-xattr ${TESSERA_E2E_MOUNT_OPTS:-} "$@"
 }
 unmount_volume() { "$TESSERA" umount "$MNT"; }
 fail() {

@@ -1,0 +1,337 @@
+#include "fuse/uring_loop.h"
+
+#define FUSE_USE_VERSION 314
+#include <fuse3/fuse_lowlevel.h>
+#include <liburing.h>
+#include <linux/fuse.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstddef>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/log.h"
+#include "common/metrics.h"
+#include "common/thread_name.h"
+
+namespace tessera::fuse {
+
+namespace {
+
+// The kernel's io_uring ABI for FUSE (include/uapi/linux/fuse.h, protocol
+// 7.42+), not in the headers of Debian 12's linux-libc-dev (6.1).
+constexpr uint32_t kCmdRegister = 1;
+constexpr uint32_t kCmdCommitAndFetch = 2;
+struct EntInOut {
+  uint64_t flags;
+  uint64_t commit_id;  // the request's unique
+  uint32_t payload_sz;
+  uint32_t padding;
+  uint64_t reserved;
+};
+struct ReqHeader {
+  char in_out[128];  // fuse_in_header on fetch, fuse_out_header on commit
+  char op_in[128];   // the opcode's fixed argument (in_args[0])
+  EntInOut ent;
+};
+struct CmdReq {  // in the SQE's 80-byte command area
+  uint64_t flags;
+  uint64_t commit_id;
+  uint16_t qid;
+  uint8_t padding[6];
+};
+static_assert(sizeof(ReqHeader) == 288 && sizeof(CmdReq) == 24, "FUSE io_uring ABI");
+
+// Room before the payload for the fuse_in_header and the fixed argument, so
+// that a request is one contiguous /dev/fuse-format message (what libfuse
+// 3.14 parses) without moving its payload.
+constexpr size_t kFront = 256;
+static_assert(kFront >= sizeof(fuse_in_header) + sizeof(ReqHeader::op_in));
+
+// One registered entry: its buffers, and the request it holds.
+struct Entry {
+  ReqHeader* header = nullptr;
+  char* mem = nullptr;  // kFront + payload_size
+  char* payload = nullptr;
+  size_t payload_size = 0;
+  uint64_t unique = 0;
+  bool replied = false;
+};
+
+// The entry whose request this thread is serving (for the writev hook).
+thread_local Entry* t_entry = nullptr;
+
+ssize_t HookRead(int fd, void* buf, size_t len, void* /*userdata*/) { return ::read(fd, buf, len); }
+
+// A reply to the request this thread serves from its ring goes into the
+// entry; the rest (replies to /dev/fuse requests, notifications) to the fd.
+ssize_t HookWritev(int fd, struct iovec* iov, int count, void* /*userdata*/) {
+  Entry* e = t_entry;
+  if (e == nullptr || count < 1 || iov[0].iov_len != sizeof(fuse_out_header) ||
+      static_cast<const fuse_out_header*>(iov[0].iov_base)->unique != e->unique) {
+    return ::writev(fd, iov, count);
+  }
+  size_t n = 0;
+  for (int i = 1; i < count; ++i) {
+    if (iov[i].iov_len > e->payload_size - n) {
+      errno = EINVAL;  // libfuse reports it and answers EIO; no reply of Tessera's is that long
+      return -1;
+    }
+    std::memcpy(e->payload + n, iov[i].iov_base, iov[i].iov_len);
+    n += iov[i].iov_len;
+  }
+  std::memcpy(e->header->in_out, iov[0].iov_base, sizeof(fuse_out_header));
+  e->header->ent.payload_sz = uint32_t(n);
+  e->replied = true;
+  return ssize_t(sizeof(fuse_out_header) + n);
+}
+
+}  // namespace
+
+bool KernelUringEnabled() {
+  std::ifstream in("/sys/module/fuse/parameters/enable_uring");
+  std::string v;
+  return bool(in >> v) && (v == "Y" || v == "1");
+}
+
+class UringQueues {
+ public:
+  UringQueues(fuse_session* se, const UringOptions& opts)
+      : se_(se),
+        opts_(opts),
+        served_(metrics::NewCounter("tessera_fuse_uring_requests_total",
+                                    "FUSE requests served through io_uring (--io-uring), on their caller's CPU")),
+        errors_(metrics::NewCounter("tessera_fuse_uring_errors_total",
+                                    "FUSE io_uring entries that failed and were registered again")) {}
+  ~UringQueues() { Stop(); }
+
+  // Sets up every ring and entry (an error here fails the mount), then
+  // starts their threads.
+  Status Start() {
+    // One queue per possible CPU: the kernel serves the rings only once
+    // each has an entry.
+    const int cpus = PossibleCpus();
+    if (cpus <= 0) return Status::Err(EIO, "cannot read /sys/devices/system/cpu/possible");
+    for (int cpu = 0; cpu < cpus; ++cpu) {
+      for (unsigned i = 0; i < opts_.threads_per_cpu; ++i) {
+        auto q = std::make_unique<Queue>();
+        q->cpu = cpu;
+        RETURN_IF_ERROR(q->Init(std::max<size_t>(opts_.max_write, 8192)));
+        queues_.push_back(std::move(q));
+      }
+    }
+    for (auto& q : queues_) q->thread = std::thread([this, q = q.get()] { Serve(q); });
+    return Status::OK();
+  }
+
+  void Stop() {
+    stop_.store(true);
+    for (auto& q : queues_)
+      if (q->thread.joinable()) q->thread.join();
+    queues_.clear();
+  }
+
+ private:
+  // One thread's share of a CPU's queue: its ring and its one entry.
+  struct Queue {
+    int cpu = 0;
+    io_uring ring{};
+    bool ring_ready = false;
+    Entry e;
+    iovec iov[2]{};
+    std::thread thread;
+
+    Status Init(size_t payload_size) {
+      const int rc = io_uring_queue_init(4, &ring, IORING_SETUP_SQE128);
+      if (rc < 0) return Status::Err(-rc, fmt::format("FUSE io_uring: cannot set up a ring for CPU {}", cpu));
+      ring_ready = true;
+      void* header = nullptr;
+      void* mem = nullptr;
+      if (posix_memalign(&header, 4096, sizeof(ReqHeader)) != 0) return Status::Err(ENOMEM, "FUSE io_uring entry");
+      e.header = static_cast<ReqHeader*>(header);
+      if (posix_memalign(&mem, 4096, kFront + payload_size) != 0) return Status::Err(ENOMEM, "FUSE io_uring entry");
+      e.mem = static_cast<char*>(mem);
+      e.payload = e.mem + kFront;
+      e.payload_size = payload_size;
+      std::memset(e.header, 0, sizeof(ReqHeader));
+      iov[0] = {e.header, sizeof(ReqHeader)};
+      iov[1] = {e.payload, e.payload_size};
+      return Status::OK();
+    }
+    ~Queue() {
+      if (ring_ready) io_uring_queue_exit(&ring);  // cancels what the kernel still holds
+      std::free(e.header);
+      std::free(e.mem);
+    }
+
+    // Queues a REGISTER (the entry, again after a failure) or a
+    // COMMIT_AND_FETCH (the reply in the entry, and the next request); the
+    // serving loop submits it. One at a time: the ring always has room.
+    bool Prepare(int fd, uint32_t cmd, uint64_t commit_id) {
+      io_uring_sqe* sqe = io_uring_get_sqe(&ring);
+      if (sqe == nullptr) return false;
+      std::memset(static_cast<void*>(sqe), 0, 128);  // SQE128
+      sqe->opcode = IORING_OP_URING_CMD;
+      sqe->fd = fd;
+      sqe->cmd_op = cmd;
+      if (cmd == kCmdRegister) {
+        sqe->addr = reinterpret_cast<uint64_t>(iov);
+        sqe->len = 2;
+      }
+      CmdReq req{};
+      req.commit_id = commit_id;
+      req.qid = uint16_t(cpu);
+      std::memcpy(reinterpret_cast<char*>(sqe) + offsetof(io_uring_sqe, cmd), &req, sizeof(req));
+      return true;
+    }
+  };
+
+  static int PossibleCpus() {
+    std::ifstream in("/sys/devices/system/cpu/possible");
+    std::string s;  // "0-1", "0", "0-3,5"...: the highest number + 1
+    if (!(in >> s)) return -1;
+    int highest = -1, cur = 0;
+    bool digits = false;
+    for (char c : s + ",") {
+      if (c >= '0' && c <= '9') {
+        cur = cur * 10 + (c - '0');
+        digits = true;
+      } else {
+        if (digits) highest = std::max(highest, cur);
+        cur = 0;
+        digits = false;
+      }
+    }
+    return highest + 1;
+  }
+
+  // Turns the request in the entry into /dev/fuse's format (the header, the
+  // fixed argument and the payload, one after the other) and has libfuse
+  // serve it; the writev hook puts the reply into the entry.
+  void Process(Entry& e) {
+    fuse_in_header in;
+    std::memcpy(&in, e.header->in_out, sizeof(in));
+    const uint32_t payload = e.header->ent.payload_sz;
+    e.unique = in.unique;
+    e.replied = false;
+    const size_t op_in = in.len - sizeof(in) - payload;
+    if (in.len >= sizeof(in) + payload && op_in <= sizeof(e.header->op_in) && payload <= e.payload_size) {
+      char* start = e.payload - op_in - sizeof(in);
+      std::memcpy(start, &in, sizeof(in));
+      std::memcpy(start + sizeof(in), e.header->op_in, op_in);
+      fuse_buf buf{};
+      buf.size = in.len;
+      buf.mem = start;
+      buf.fd = -1;
+      t_entry = &e;
+      fuse_session_process_buf(se_, &buf);
+      t_entry = nullptr;
+      served_->Inc();
+    } else {
+      LOG_ERROR("FUSE io_uring: malformed request (opcode {}, length {}, payload {}): answered EIO", in.opcode, in.len,
+                payload);
+      errors_->Inc();
+    }
+    if (!e.replied) {  // malformed, or (no handler of Tessera's does this) left unanswered
+      const fuse_out_header out{uint32_t(sizeof(fuse_out_header)), -EIO, in.unique};
+      std::memcpy(e.header->in_out, &out, sizeof(out));
+      e.header->ent.payload_sz = 0;
+    }
+  }
+
+  // A thread serving one entry of CPU q->cpu's queue, bound to that CPU.
+  void Serve(Queue* q) {
+    NameThisThread("ts-fuse-ring");
+    sigset_t block;  // as the /dev/fuse workers: signals go to the main thread
+    sigemptyset(&block);
+    for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGQUIT}) sigaddset(&block, sig);
+    pthread_sigmask(SIG_BLOCK, &block, nullptr);
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(q->cpu, &set);
+    (void)pthread_setaffinity_np(pthread_self(), sizeof(set), &set);  // offline CPU: any CPU serves its queue
+
+    const int fd = fuse_session_fd(se_);
+    bool fetched = false;  // the kernel took the entry (it has the INIT reply)
+    int failures = 0;      // in a row: the pause before trying again doubles
+    auto failed = [&](const char* what, int err) {
+      errors_->Inc();
+      if ((failures & (failures - 1)) == 0)  // the 1st, 2nd, 4th, 8th... in a row
+        LOG_WARN("FUSE io_uring: CPU {}'s ring: {}: {}; trying again", q->cpu, what, std::strerror(err));
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::min(10 << std::min(failures, 7), 1000)));
+      ++failures;
+    };
+    auto prepare = [&](uint32_t cmd, uint64_t commit_id) {
+      while (!q->Prepare(fd, cmd, commit_id) && !stop_.load()) {  // room for 4, at most 1 queued: never
+        failed("no room in the ring", EBUSY);
+        (void)io_uring_submit(&q->ring);
+      }
+    };
+    prepare(kCmdRegister, 0);
+    while (!stop_.load()) {
+      // Submits what is queued; after a failure it stays queued.
+      if (int rc = io_uring_submit(&q->ring); rc < 0 && rc != -EINTR) {
+        failed("cannot submit", -rc);
+        continue;
+      }
+      io_uring_cqe* cqe = nullptr;
+      __kernel_timespec wait{0, 100 * 1000 * 1000};  // to see stop_
+      if (int rc = io_uring_wait_cqe_timeout(&q->ring, &cqe, &wait); rc < 0) {
+        if (rc != -ETIME && rc != -EINTR) failed("cannot wait", -rc);
+        continue;
+      }
+      const int res = cqe->res;
+      io_uring_cqe_seen(&q->ring, cqe);
+      if (res == -ENOTCONN || res == -ECONNABORTED) break;  // unmounted, or the connection aborted
+      if (res == -EAGAIN && !fetched) {  // the kernel has no INIT reply yet
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        prepare(kCmdRegister, 0);
+        continue;
+      }
+      if (res < 0) {  // the entry is gone (a failed commit is not re-armed): a new one
+        failed("the entry failed", -res);
+        prepare(kCmdRegister, 0);
+        continue;
+      }
+      fetched = true;
+      failures = 0;
+      Process(q->e);
+      prepare(kCmdCommitAndFetch, q->e.header->ent.commit_id);
+    }
+  }
+
+  fuse_session* const se_;
+  const UringOptions opts_;
+  metrics::Counter* const served_;
+  metrics::Counter* const errors_;
+  std::atomic<bool> stop_{false};
+  std::vector<std::unique_ptr<Queue>> queues_;
+};
+
+Result<UringHandle> StartUring(fuse_session* se, const UringOptions& opts) {
+  if (!KernelUringEnabled()) {
+    return Status::Err(EOPNOTSUPP,
+                       "the kernel's FUSE io_uring is off: as root, echo Y > /sys/module/fuse/parameters/enable_uring "
+                       "(Linux 6.14 or later), then mount again");
+  }
+  static const fuse_custom_io kIo = {HookWritev, HookRead, nullptr, nullptr};
+  if (int rc = fuse_session_custom_io(se, &kIo, fuse_session_fd(se)); rc != 0)
+    return Status::Err(-rc, "cannot install the FUSE reply hooks");
+  UringHandle q(new UringQueues(se, opts));
+  RETURN_IF_ERROR(q->Start());
+  return q;
+}
+
+void UringQueuesDeleter::operator()(UringQueues* q) const { delete q; }
+
+}  // namespace tessera::fuse

@@ -1,0 +1,57 @@
+// FUSE over io_uring (Linux 6.14+): requests served on the caller's CPU.
+//
+// With /dev/fuse, a request wakes whichever daemon thread has waited longest,
+// and the scheduler puts it on an idle CPU — on a virtual machine an
+// inter-processor interrupt and that CPU's exit from halt for every request,
+// and as much again for the reply that wakes the caller. On the 2-core VM of
+// docs/benchmarks.md an operation served on the caller's CPU took a third to
+// a half of one served on the other. With io_uring the kernel queues each
+// request on the queue of the CPU its caller runs on (one queue per possible
+// CPU); here each queue is served by threads pinned to that CPU, each with
+// its own ring and one registered entry.
+//
+// The kernel switches to the rings once every queue has an entry; until then,
+// and always for INIT, FORGET and INTERRUPT, requests come through /dev/fuse
+// (the worker loop keeps reading it), and notifications go there too. Replies
+// find their way through libfuse's custom I/O hooks: a reply to the request a
+// ring thread is serving goes into that entry's buffers and back to the kernel
+// with the next fetch; everything else is written to /dev/fuse.
+//
+// Needs the fuse module's `enable_uring` parameter (off by default):
+//   echo Y > /sys/module/fuse/parameters/enable_uring
+// Handlers must reply on the thread that serves the request (all of
+// Tessera's do); a handler that blocks (a lock wait) holds its thread's
+// entry, and requests from that CPU go to the queue's other threads.
+#pragma once
+
+#include <memory>
+
+#include "common/status.h"
+
+struct fuse_session;
+
+namespace tessera::fuse {
+
+struct UringOptions {
+  unsigned threads_per_cpu = 8;  // each with one entry: requests of one CPU served at once, at most
+  size_t max_write = 1u << 20;   // the mount's max_write: the size of each entry's payload buffer
+};
+
+// Whether the kernel lets FUSE servers use io_uring.
+bool KernelUringEnabled();
+
+class UringQueues;
+// Destroying the queues stops and joins their threads (after the session
+// ended; requests the kernel still holds for the rings fail when the mount
+// goes).
+struct UringQueuesDeleter {
+  void operator()(UringQueues* q) const;
+};
+using UringHandle = std::unique_ptr<UringQueues, UringQueuesDeleter>;
+
+// Installs the reply hooks on se (call after fuse_session_mount, before the
+// first request is read) and starts the queue threads, which register their
+// entries once the kernel has the INIT reply.
+Result<UringHandle> StartUring(fuse_session* se, const UringOptions& opts);
+
+}  // namespace tessera::fuse
