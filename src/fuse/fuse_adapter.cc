@@ -934,39 +934,27 @@ Status Serve(vfs::Vfs* vfs, const MountOptions& opts, const std::function<void(c
     on_mounted(st);
     return st;
   }
-  if (fuse_set_signal_handlers(se) != 0) {
-    vfs->meta()->StopWatching();
+  // Undoes the setup as far as it got (mounted, signal handlers installed).
+  auto teardown = [&](bool handlers, bool mounted) {
+    vfs->meta()->StopWatching();  // before the session it notifies goes
+    if (mounted) fuse_session_unmount(se);
+    if (handlers) fuse_remove_signal_handlers(se);
     vfs->SetCacheInvalidator(nullptr);
     vfs->SetEntryInvalidator(nullptr);
     fuse_session_destroy(se);
-    Status st = Status::Err(EIO, "cannot install signal handlers");
+  };
+  auto failed = [&](const Status& st, bool handlers, bool mounted) {
+    teardown(handlers, mounted);
     on_mounted(st);
     return st;
-  }
-  if (fuse_session_mount(se, opts.mount_point.c_str()) != 0) {
-    fuse_remove_signal_handlers(se);
-    vfs->meta()->StopWatching();
-    vfs->SetCacheInvalidator(nullptr);
-    vfs->SetEntryInvalidator(nullptr);
-    fuse_session_destroy(se);
-    Status st = Status::Err(EIO, "cannot mount at " + opts.mount_point + " (is /dev/fuse available?)");
-    on_mounted(st);
-    return st;
-  }
+  };
+  if (fuse_set_signal_handlers(se) != 0) return failed(Status::Err(EIO, "cannot install signal handlers"), false, false);
+  if (fuse_session_mount(se, opts.mount_point.c_str()) != 0)
+    return failed(Status::Err(EIO, "cannot mount at " + opts.mount_point + " (is /dev/fuse available?)"), true, false);
   UringHandle uring;
   if (opts.io_uring) {
-    UringOptions uo;
-    auto q = StartUring(se, uo);
-    if (!q.ok()) {
-      fuse_session_unmount(se);
-      fuse_remove_signal_handlers(se);
-      vfs->meta()->StopWatching();
-      vfs->SetCacheInvalidator(nullptr);
-      vfs->SetEntryInvalidator(nullptr);
-      fuse_session_destroy(se);
-      on_mounted(q.status());
-      return q.status();
-    }
+    auto q = StartUring(se, UringOptions{});
+    if (!q.ok()) return failed(q.status(), true, true);
     uring = std::move(q).value();
   }
   on_mounted(Status::OK());
@@ -975,12 +963,7 @@ Status Serve(vfs::Vfs* vfs, const MountOptions& opts, const std::function<void(c
   loop.readers = std::min(std::max(2 * std::thread::hardware_concurrency(), 4u), loop.max_workers);
   int rc = RunWorkerLoop(se, loop);
   uring.reset();  // its threads stop before the session goes
-  vfs->meta()->StopWatching();  // before the session it notifies goes
-  fuse_session_unmount(se);
-  fuse_remove_signal_handlers(se);
-  vfs->SetCacheInvalidator(nullptr);
-  vfs->SetEntryInvalidator(nullptr);
-  fuse_session_destroy(se);
+  teardown(true, true);
   return rc == 0 ? Status::OK() : Status::Err(EIO, "FUSE session ended with an error");
 }
 

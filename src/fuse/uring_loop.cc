@@ -62,8 +62,8 @@ static_assert(kFront >= sizeof(fuse_in_header) + sizeof(ReqHeader::op_in));
 struct Entry {
   ReqHeader* header = nullptr;
   char* mem = nullptr;  // kFront + payload_size
-  char* payload = nullptr;
   size_t payload_size = 0;
+  char* payload() const { return mem + kFront; }
   uint64_t unique = 0;
   bool replied = false;
 };
@@ -87,7 +87,7 @@ ssize_t HookWritev(int fd, struct iovec* iov, int count, void* /*userdata*/) {
       errno = EINVAL;  // libfuse reports it and answers EIO; no reply of Tessera's is that long
       return -1;
     }
-    std::memcpy(e->payload + n, iov[i].iov_base, iov[i].iov_len);
+    std::memcpy(e->payload() + n, iov[i].iov_base, iov[i].iov_len);
     n += iov[i].iov_len;
   }
   std::memcpy(e->header->in_out, iov[0].iov_base, sizeof(fuse_out_header));
@@ -161,11 +161,10 @@ class UringQueues {
       e.header = static_cast<ReqHeader*>(header);
       if (posix_memalign(&mem, 4096, kFront + payload_size) != 0) return Status::Err(ENOMEM, "FUSE io_uring entry");
       e.mem = static_cast<char*>(mem);
-      e.payload = e.mem + kFront;
       e.payload_size = payload_size;
       std::memset(e.header, 0, sizeof(ReqHeader));
       iov[0] = {e.header, sizeof(ReqHeader)};
-      iov[1] = {e.payload, e.payload_size};
+      iov[1] = {e.payload(), e.payload_size};
       return Status::OK();
     }
     ~Queue() {
@@ -226,7 +225,7 @@ class UringQueues {
     e.replied = false;
     const size_t op_in = in.len - sizeof(in) - payload;
     if (in.len >= sizeof(in) + payload && op_in <= sizeof(e.header->op_in) && payload <= e.payload_size) {
-      char* start = e.payload - op_in - sizeof(in);
+      char* start = e.payload() - op_in - sizeof(in);
       std::memcpy(start, &in, sizeof(in));
       std::memcpy(start + sizeof(in), e.header->op_in, op_in);
       fuse_buf buf{};
