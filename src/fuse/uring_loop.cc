@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -112,7 +113,10 @@ class UringQueues {
         served_(metrics::NewCounter("tessera_fuse_uring_requests_total",
                                     "FUSE requests served through io_uring (--io-uring), on their caller's CPU")),
         errors_(metrics::NewCounter("tessera_fuse_uring_errors_total",
-                                    "FUSE io_uring entries that failed and were registered again")) {}
+                                    "FUSE io_uring entries that failed and were registered again")),
+        grown_(metrics::NewCounter("tessera_fuse_uring_entries_added_total",
+                                   "FUSE io_uring entries added to a CPU's queue so that lock waiters cannot hold "
+                                   "all of them")) {}
   ~UringQueues() { Stop(); }
 
   // Sets up every ring and entry (an error here fails the mount), then
@@ -122,23 +126,24 @@ class UringQueues {
     // each has an entry.
     const int cpus = PossibleCpus();
     if (cpus <= 0) return Status::Err(EIO, "cannot read /sys/devices/system/cpu/possible");
+    std::lock_guard lock(mu_);
+    cpus_ = std::vector<CpuQueue>(size_t(cpus));
     for (int cpu = 0; cpu < cpus; ++cpu) {
-      for (unsigned i = 0; i < opts_.threads_per_cpu; ++i) {
-        auto q = std::make_unique<Queue>();
-        q->cpu = cpu;
-        RETURN_IF_ERROR(q->Init(std::max<size_t>(opts_.max_write, 8192)));
-        queues_.push_back(std::move(q));
-      }
+      for (unsigned i = 0; i < opts_.threads_per_cpu; ++i) RETURN_IF_ERROR(AddEntryLocked(cpu, false));
     }
     for (auto& q : queues_) q->thread = std::thread([this, q = q.get()] { Serve(q); });
     return Status::OK();
   }
 
   void Stop() {
-    stop_.store(true);
-    for (auto& q : queues_)
+    std::vector<std::unique_ptr<Queue>> queues;
+    {
+      std::lock_guard lock(mu_);  // no entry is added after this
+      stop_.store(true);
+      queues.swap(queues_);
+    }
+    for (auto& q : queues)
       if (q->thread.joinable()) q->thread.join();
-    queues_.clear();
   }
 
  private:
@@ -304,17 +309,79 @@ class UringQueues {
       }
       fetched = true;
       failures = 0;
+      const bool lock_wait = IsLockWait(q->e);
+      if (lock_wait) LockWaitStarts(q->cpu);
       Process(q->e);
+      if (lock_wait) LockWaitEnds(q->cpu);
       prepare(kCmdCommitAndFetch, q->e.header->ent.commit_id);
     }
   }
+
+  // A new entry (and its thread, if start) on CPU cpu's queue.
+  Status AddEntryLocked(int cpu, bool start) {
+    auto q = std::make_unique<Queue>();
+    q->cpu = cpu;
+    RETURN_IF_ERROR(q->Init(std::max<size_t>(opts_.max_write, 8192)));
+    if (start) q->thread = std::thread([this, q = q.get()] { Serve(q); });
+    queues_.push_back(std::move(q));
+    cpus_[size_t(cpu)].entries.fetch_add(1);
+    return Status::OK();
+  }
+
+  // A blocking lock request (SETLKW, also flock's) may wait for as long as
+  // another process holds the lock, holding its entry all the while. If the
+  // lock waiters of one CPU could take every entry of its queue, the request
+  // that releases the lock, made on that CPU, would find none: a deadlock.
+  // So a CPU's queue always keeps kFreeOfWaiters entries that no lock waiter
+  // holds, and grows by one entry (and thread) when a waiter would take one
+  // of them. Entries stay until unmount.
+  static constexpr int kFreeOfWaiters = 2;
+  static constexpr int kMaxEntriesPerCpu = 4096;
+
+  void LockWaitStarts(int cpu) {
+    CpuQueue& c = cpus_[size_t(cpu)];
+    const int waiters = c.lock_waiters.fetch_add(1) + 1;
+    if (waiters <= c.entries.load() - kFreeOfWaiters) return;
+    std::lock_guard lock(mu_);
+    if (stop_.load() || waiters <= c.entries.load() - kFreeOfWaiters) return;
+    if (c.entries.load() >= kMaxEntriesPerCpu) {
+      errors_->Inc();
+      LOG_WARN("FUSE io_uring: CPU {}'s queue has {} entries and {} lock waiters: no more entries are added; a "
+               "lock released from this CPU may wait for a waiter to be interrupted",
+               cpu, c.entries.load(), waiters);
+      return;
+    }
+    if (Status st = AddEntryLocked(cpu, true); !st.ok()) {
+      errors_->Inc();
+      LOG_WARN("FUSE io_uring: CPU {}'s queue: cannot add an entry for {} lock waiters: {}", cpu, waiters,
+               st.ToString());
+      return;
+    }
+    grown_->Inc();
+  }
+  void LockWaitEnds(int cpu) { cpus_[size_t(cpu)].lock_waiters.fetch_sub(1); }
+
+  static bool IsLockWait(const Entry& e) {
+    fuse_in_header in;
+    std::memcpy(&in, e.header->in_out, sizeof(in));
+    return in.opcode == FUSE_SETLKW;
+  }
+
+  // What the threads of one CPU's queue share.
+  struct CpuQueue {
+    std::atomic<int> entries{0};       // registered (or being registered), one thread each
+    std::atomic<int> lock_waiters{0};  // entries serving a blocking lock request
+  };
 
   fuse_session* const se_;
   const UringOptions opts_;
   metrics::Counter* const served_;
   metrics::Counter* const errors_;
+  metrics::Counter* const grown_;
   std::atomic<bool> stop_{false};
-  std::vector<std::unique_ptr<Queue>> queues_;
+  std::mutex mu_;                               // guards queues_ once threads run, and stop_'s setting
+  std::vector<CpuQueue> cpus_;                  // by CPU number; sized once by Start
+  std::vector<std::unique_ptr<Queue>> queues_;  // every entry's thread
 };
 
 Result<UringHandle> StartUring(fuse_session* se, const UringOptions& opts) {

@@ -6,7 +6,9 @@
 #  2. With it on: requests are served by the ring threads (the mount's
 #     counter grows with the operations), one set of threads pinned to each
 #     CPU, and files and names made through the rings read back through
-#     another mount of the volume; unmount ends the client.
+#     another mount of the volume; 20 processes waiting for a lock on one CPU
+#     do not stop the release of that lock (made on that CPU) nor a stat there:
+#     the queue grows; unmount ends the client.
 #  3. The POSIX, fsx, concurrency, persist and crash suites (run_e2e.sh) on
 #     --io-uring mounts.
 # Needs root; changes /sys/module/fuse/parameters/enable_uring and puts back
@@ -89,6 +91,37 @@ rm "$MNT2/d/f1"
 for _ in $(seq 1 50); do [ -e "$MNT/d/f1" ] || break; sleep 0.1; done
 [ -e "$MNT/d/f1" ] && fail "a removal through the second mount is not seen through the ring mount after 5 s"
 "$TESSERA" umount "$MNT2"
+
+# Lock waiters hold their entries: 20 of them on CPU 0 (its queue starts with
+# 8 entries) must not leave the request that releases the lock, or a stat,
+# without an entry. The queue grows instead.
+log "20 lock waiters on one CPU: its queue grows, the lock is released, all of them get it"
+touch "$MNT/lockf"
+taskset -c 0 flock "$MNT/lockf" sleep 1 &
+holder=$!
+sleep 0.3
+waiters=()
+for _ in $(seq 1 20); do
+  taskset -c 0 flock "$MNT/lockf" true &
+  waiters+=($!)
+done
+sleep 0.3
+timeout 10 taskset -c 0 stat "$MNT/lockf" >/dev/null ||
+  { kill -9 "$holder" "${waiters[@]}" 2>/dev/null; fail "a stat on CPU 0 did not finish within 10 s while 20 lock waiters were queued there"; }
+deadline=$((SECONDS + 30))
+for p in "$holder" "${waiters[@]}"; do
+  while kill -0 "$p" 2>/dev/null; do
+    if [ "$SECONDS" -ge "$deadline" ]; then
+      kill -9 "$holder" "${waiters[@]}" 2>/dev/null
+      fail "lock waiters on CPU 0 still waiting 30 s after the holder's 1 s (deadlock: no entry for the release)"
+    fi
+    sleep 0.1
+  done
+  wait "$p" || fail "a flock on the ring mount failed"
+done
+added=$(awk '/^tessera_fuse_uring_entries_added_total/ {print $2}' "$MNT/.stats")
+[ "${added:-0}" -ge 1 ] || fail "CPU 0's queue did not grow for 20 lock waiters (entries added: ${added:-none})"
+log "all 21 got the lock; $added entries added"
 "$TESSERA" umount "$MNT"
 for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
 kill -0 "$pid" 2>/dev/null && fail "the --io-uring client did not exit within 5 s of its unmount"
