@@ -7,6 +7,7 @@
 #include <semaphore.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cerrno>
@@ -34,6 +35,18 @@ bool IsForget(const fuse_buf& buf) {
   const auto* in = static_cast<const fuse_in_header*>(buf.mem);
   return in->opcode == FUSE_FORGET || in->opcode == FUSE_BATCH_FORGET;
 }
+
+// A blocking lock request (fcntl F_SETLKW, and flock's): its worker waits for
+// as long as another process holds the lock.
+bool IsLockWait(const fuse_buf& buf) {
+  if ((buf.flags & FUSE_BUF_IS_FD) || buf.mem == nullptr || buf.size < sizeof(fuse_in_header)) return false;
+  return static_cast<const fuse_in_header*>(buf.mem)->opcode == FUSE_SETLKW;
+}
+
+// Workers waiting for locks do not count against max_workers (else 32 lock
+// waiters would leave no worker for the request that releases the lock: a
+// deadlock), up to this many.
+constexpr unsigned kMaxLockWaiters = 4096;
 
 class WorkerLoop {
  public:
@@ -77,7 +90,8 @@ class WorkerLoop {
   // request (a lock there would make the workers of two CPUs wait on each
   // other), under it when a worker parks or is woken.
   std::atomic<unsigned> reading_{0};
-  std::atomic<bool> exit_{false};  // set under mu_
+  std::atomic<unsigned> lock_waiters_{0};  // workers answering a blocking lock request
+  std::atomic<bool> exit_{false};          // set under mu_
   int error_ = 0;                  // guarded by mu_: what ended the session, if an error
   uint64_t start_failures_ = 0;    // guarded by mu_: workers that could not be started
   std::chrono::steady_clock::time_point last_start_warning_;  // guarded by mu_
@@ -142,7 +156,8 @@ void WorkerLoop::CallReaderLocked(bool may_start) {
     w->cv.notify_one();
     return;
   }
-  if (may_start && workers_.size() < max_workers_) (void)StartWorkerLocked();
+  if (may_start && workers_.size() < max_workers_ + std::min(lock_waiters_.load(), kMaxLockWaiters))
+    (void)StartWorkerLocked();
 }
 
 TESSERA_CANCELLABLE_FRAME void WorkerLoop::Work(Worker* w) {
@@ -162,12 +177,15 @@ TESSERA_CANCELLABLE_FRAME void WorkerLoop::Work(Worker* w) {
       break;
     }
     if (exit_.load()) break;
+    const bool lock_wait = IsLockWait(w->buf);
+    if (lock_wait) lock_waiters_.fetch_add(1);
     // The last reader took a request: another must wait for the next one.
     if (reading_.fetch_sub(1) == 1) {
       std::lock_guard<std::mutex> g(mu_);
       CallReaderLocked(/*may_start=*/!IsForget(w->buf));
     }
     fuse_session_process_buf(se_, &w->buf);
+    if (lock_wait) lock_waiters_.fetch_sub(1);
     if (exit_.load()) break;
     if (reading_.load() < readers_target_) {
       reading_.fetch_add(1);

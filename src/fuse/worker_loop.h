@@ -17,9 +17,10 @@
 // and the worker that takes the last waiting reader's place wakes the one
 // parked most recently (its caches the warmest), or starts a new one up to
 // `max_workers`. Workers never exit before the session ends, so a burst of
-// slow requests (engine round trips, object fetches, lock waits) still gets
-// up to max_workers threads, and the rest of the time requests rotate over
-// a few hot ones.
+// slow requests (engine round trips, object fetches) still gets up to
+// max_workers threads, and the rest of the time requests rotate over a few
+// hot ones. Workers waiting for a lock (F_SETLKW, flock) are not counted
+// against max_workers: the request that releases the lock always finds one.
 #pragma once
 
 struct fuse_session;
