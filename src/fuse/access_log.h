@@ -31,7 +31,8 @@ class AccessLog {
     uint64_t dropped = 0;   // lines lost since the last read; guarded by mu_
   };
 
-  // Readers at once: each one waiting holds a FUSE worker thread.
+  // Readers at once: each one waiting holds a FUSE request thread (a
+  // LongWait: the request loops add threads beside it).
   static constexpr int kMaxReaders = 8;
 
   bool active() const { return readers_count_.load(std::memory_order_relaxed) > 0; }

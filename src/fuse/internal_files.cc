@@ -3,6 +3,8 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 
+#include "fuse/long_wait.h"
+
 namespace tessera::fuse {
 
 InternalFiles::InternalFiles(std::string prefix, bool everyone, std::function<std::string()> stats,
@@ -56,7 +58,10 @@ Status InternalFiles::Open(const meta::Context& ctx, meta::Ino ino, int flags, H
 }
 
 std::string InternalFiles::Read(Handle* h, uint64_t off, size_t size, const std::function<bool()>& interrupted) {
-  if (h->kind == kAccessLog) return log_.Read(h->reader.get(), size, interrupted);
+  if (h->kind == kAccessLog) {
+    LongWait wait;  // until other requests are logged
+    return log_.Read(h->reader.get(), size, interrupted);
+  }
   if (off >= h->content.size()) return "";
   return h->content.substr(size_t(off), size);
 }

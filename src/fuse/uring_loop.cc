@@ -24,6 +24,7 @@
 #include "common/log.h"
 #include "common/metrics.h"
 #include "common/thread_name.h"
+#include "fuse/long_wait.h"
 
 namespace tessera::fuse {
 
@@ -115,8 +116,8 @@ class UringQueues {
         errors_(metrics::NewCounter("tessera_fuse_uring_errors_total",
                                     "FUSE io_uring entries that failed and were registered again")),
         grown_(metrics::NewCounter("tessera_fuse_uring_entries_added_total",
-                                   "FUSE io_uring entries added to a CPU's queue so that lock waiters cannot hold "
-                                   "all of them")) {}
+                                   "FUSE io_uring entries added to a CPU's queue so that requests in long waits "
+                                   "(locks, .accesslog) cannot hold all of them")) {}
   ~UringQueues() { Stop(); }
 
   // Sets up every ring and entry (an error here fails the mount), then
@@ -150,6 +151,8 @@ class UringQueues {
   // One thread's share of a CPU's queue: its ring and its one entry.
   struct Queue {
     int cpu = 0;
+    UringQueues* owner = nullptr;
+    LongWaitHooks long_wait_hooks;  // this thread's, arg = this
     io_uring ring{};
     bool ring_ready = false;
     Entry e;
@@ -264,6 +267,7 @@ class UringQueues {
     CPU_ZERO(&set);
     CPU_SET(q->cpu, &set);
     (void)pthread_setaffinity_np(pthread_self(), sizeof(set), &set);  // offline CPU: any CPU serves its queue
+    SetLongWaitHooks(&q->long_wait_hooks);
 
     const int fd = fuse_session_fd(se_);
     bool fetched = false;  // the kernel took the entry (it has the INIT reply)
@@ -309,10 +313,7 @@ class UringQueues {
       }
       fetched = true;
       failures = 0;
-      const bool lock_wait = IsLockWait(q->e);
-      if (lock_wait) LockWaitStarts(q->cpu);
       Process(q->e);
-      if (lock_wait) LockWaitEnds(q->cpu);
       prepare(kCmdCommitAndFetch, q->e.header->ent.commit_id);
     }
   }
@@ -321,6 +322,16 @@ class UringQueues {
   Status AddEntryLocked(int cpu, bool start) {
     auto q = std::make_unique<Queue>();
     q->cpu = cpu;
+    q->owner = this;
+    q->long_wait_hooks.begin = [](void* self) {
+      auto* me = static_cast<Queue*>(self);
+      me->owner->LongWaitStarts(me->cpu);
+    };
+    q->long_wait_hooks.end = [](void* self) {
+      auto* me = static_cast<Queue*>(self);
+      me->owner->cpus_[size_t(me->cpu)].long_waits.fetch_sub(1);
+    };
+    q->long_wait_hooks.arg = q.get();
     RETURN_IF_ERROR(q->Init(std::max<size_t>(opts_.max_write, 8192)));
     if (start) q->thread = std::thread([this, q = q.get()] { Serve(q); });
     queues_.push_back(std::move(q));
@@ -328,49 +339,42 @@ class UringQueues {
     return Status::OK();
   }
 
-  // A blocking lock request (SETLKW, also flock's) may wait for as long as
-  // another process holds the lock, holding its entry all the while. If the
-  // lock waiters of one CPU could take every entry of its queue, the request
-  // that releases the lock, made on that CPU, would find none: a deadlock.
-  // So a CPU's queue always keeps kFreeOfWaiters entries that no lock waiter
-  // holds, and grows by one entry (and thread) when a waiter would take one
-  // of them. Entries stay until unmount.
-  static constexpr int kFreeOfWaiters = 2;
+  // A request in a long wait (long_wait.h: a blocking lock, a read of
+  // .accesslog) holds its entry all the while. If such waits on one CPU could
+  // take every entry of its queue, the request that ends them, made on that
+  // CPU, would find none: a deadlock. So a CPU's queue keeps kFreeOfWaits
+  // entries that no long wait holds, and grows by one entry (and thread)
+  // when a wait would take one of them. Entries stay until unmount.
+  static constexpr int kFreeOfWaits = 2;
   static constexpr int kMaxEntriesPerCpu = 4096;
 
-  void LockWaitStarts(int cpu) {
+  void LongWaitStarts(int cpu) {
     CpuQueue& c = cpus_[size_t(cpu)];
-    const int waiters = c.lock_waiters.fetch_add(1) + 1;
-    if (waiters <= c.entries.load() - kFreeOfWaiters) return;
+    const int waits = c.long_waits.fetch_add(1) + 1;
+    if (waits <= c.entries.load() - kFreeOfWaits) return;
     std::lock_guard lock(mu_);
-    if (stop_.load() || waiters <= c.entries.load() - kFreeOfWaiters) return;
+    if (stop_.load() || waits <= c.entries.load() - kFreeOfWaits) return;
     if (c.entries.load() >= kMaxEntriesPerCpu) {
       errors_->Inc();
-      LOG_WARN("FUSE io_uring: CPU {}'s queue has {} entries and {} lock waiters: no more entries are added; a "
-               "lock released from this CPU may wait for a waiter to be interrupted",
-               cpu, c.entries.load(), waiters);
+      LOG_WARN("FUSE io_uring: CPU {}'s queue has {} entries and {} requests in long waits (locks, .accesslog): "
+               "no more entries are added; what would end those waits, if made on this CPU, waits for one of them "
+               "to be interrupted",
+               cpu, c.entries.load(), waits);
       return;
     }
     if (Status st = AddEntryLocked(cpu, true); !st.ok()) {
       errors_->Inc();
-      LOG_WARN("FUSE io_uring: CPU {}'s queue: cannot add an entry for {} lock waiters: {}", cpu, waiters,
+      LOG_WARN("FUSE io_uring: CPU {}'s queue: cannot add an entry for {} requests in long waits: {}", cpu, waits,
                st.ToString());
       return;
     }
     grown_->Inc();
   }
-  void LockWaitEnds(int cpu) { cpus_[size_t(cpu)].lock_waiters.fetch_sub(1); }
-
-  static bool IsLockWait(const Entry& e) {
-    fuse_in_header in;
-    std::memcpy(&in, e.header->in_out, sizeof(in));
-    return in.opcode == FUSE_SETLKW;
-  }
 
   // What the threads of one CPU's queue share.
   struct CpuQueue {
     std::atomic<int> entries{0};       // registered (or being registered), one thread each
-    std::atomic<int> lock_waiters{0};  // entries serving a blocking lock request
+    std::atomic<int> long_waits{0};    // entries whose request is in a LongWait
   };
 
   fuse_session* const se_;

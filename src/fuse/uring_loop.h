@@ -20,9 +20,10 @@
 // Needs the fuse module's `enable_uring` parameter (off by default):
 //   echo Y > /sys/module/fuse/parameters/enable_uring
 // Handlers must reply on the thread that serves the request (all of
-// Tessera's do); a handler that blocks (a lock wait) holds its thread's
-// entry, and requests from that CPU go to the queue's other threads, of which
-// the queue keeps at least two free of lock waiters by adding entries.
+// Tessera's do); a handler that blocks holds its thread's entry, and requests
+// from that CPU go to the queue's other threads, of which the queue keeps at
+// least two free of long waits (long_wait.h: locks, .accesslog) by adding
+// entries.
 #pragma once
 
 #include <memory>

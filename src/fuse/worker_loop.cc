@@ -22,6 +22,7 @@
 #include "common/log.h"
 #include "common/metrics.h"
 #include "common/thread_name.h"
+#include "fuse/long_wait.h"
 
 namespace tessera::fuse {
 
@@ -36,17 +37,10 @@ bool IsForget(const fuse_buf& buf) {
   return in->opcode == FUSE_FORGET || in->opcode == FUSE_BATCH_FORGET;
 }
 
-// A blocking lock request (fcntl F_SETLKW, and flock's): its worker waits for
-// as long as another process holds the lock.
-bool IsLockWait(const fuse_buf& buf) {
-  if ((buf.flags & FUSE_BUF_IS_FD) || buf.mem == nullptr || buf.size < sizeof(fuse_in_header)) return false;
-  return static_cast<const fuse_in_header*>(buf.mem)->opcode == FUSE_SETLKW;
-}
-
-// Workers waiting for locks do not count against max_workers (else 32 lock
-// waiters would leave no worker for the request that releases the lock: a
-// deadlock), up to this many.
-constexpr unsigned kMaxLockWaiters = 4096;
+// Workers in a long wait (long_wait.h: a blocking lock, a read of
+// .accesslog) do not count against max_workers, up to this many: else 32
+// lock waiters would leave no worker for the request that releases the lock.
+constexpr unsigned kMaxLongWaits = 4096;
 
 class WorkerLoop {
  public:
@@ -54,6 +48,9 @@ class WorkerLoop {
       : se_(se), max_workers_(opts.max_workers > 0 ? opts.max_workers : 1),
         readers_target_(opts.readers > 0 ? opts.readers : 1) {
     sem_init(&finished_, 0, 0);
+    long_wait_hooks_.begin = [](void* self) { static_cast<WorkerLoop*>(self)->LongWaitStarts(); };
+    long_wait_hooks_.end = [](void* self) { static_cast<WorkerLoop*>(self)->long_waits_.fetch_sub(1); };
+    long_wait_hooks_.arg = this;
   }
   ~WorkerLoop() { sem_destroy(&finished_); }
   WorkerLoop(const WorkerLoop&) = delete;
@@ -77,6 +74,15 @@ class WorkerLoop {
   // No worker is left reading: the most recently parked one becomes a
   // reader, or (may_start) a new worker while there is room.
   void CallReaderLocked(bool may_start);
+  // This worker's request starts a long wait: it leaves the count of
+  // max_workers, and if no worker is reading, one is called (it may be the
+  // last one that could have served the request ending the wait).
+  void LongWaitStarts() {
+    long_waits_.fetch_add(1);
+    if (reading_.load() > 0) return;
+    std::lock_guard<std::mutex> g(mu_);
+    CallReaderLocked(/*may_start=*/true);
+  }
 
   fuse_session* const se_;
   const unsigned max_workers_;
@@ -90,8 +96,9 @@ class WorkerLoop {
   // request (a lock there would make the workers of two CPUs wait on each
   // other), under it when a worker parks or is woken.
   std::atomic<unsigned> reading_{0};
-  std::atomic<unsigned> lock_waiters_{0};  // workers answering a blocking lock request
-  std::atomic<bool> exit_{false};          // set under mu_
+  std::atomic<unsigned> long_waits_{0};  // workers in a LongWait
+  std::atomic<bool> exit_{false};        // set under mu_
+  LongWaitHooks long_wait_hooks_;
   int error_ = 0;                  // guarded by mu_: what ended the session, if an error
   uint64_t start_failures_ = 0;    // guarded by mu_: workers that could not be started
   std::chrono::steady_clock::time_point last_start_warning_;  // guarded by mu_
@@ -156,11 +163,12 @@ void WorkerLoop::CallReaderLocked(bool may_start) {
     w->cv.notify_one();
     return;
   }
-  if (may_start && workers_.size() < max_workers_ + std::min(lock_waiters_.load(), kMaxLockWaiters))
+  if (may_start && workers_.size() < max_workers_ + std::min(long_waits_.load(), kMaxLongWaits))
     (void)StartWorkerLocked();
 }
 
 TESSERA_CANCELLABLE_FRAME void WorkerLoop::Work(Worker* w) {
+  SetLongWaitHooks(&long_wait_hooks_);
   while (!fuse_session_exited(se_)) {
     // Cancelled only while waiting for a request (Run, at the end): never
     // in the middle of answering one.
@@ -177,15 +185,12 @@ TESSERA_CANCELLABLE_FRAME void WorkerLoop::Work(Worker* w) {
       break;
     }
     if (exit_.load()) break;
-    const bool lock_wait = IsLockWait(w->buf);
-    if (lock_wait) lock_waiters_.fetch_add(1);
     // The last reader took a request: another must wait for the next one.
     if (reading_.fetch_sub(1) == 1) {
       std::lock_guard<std::mutex> g(mu_);
       CallReaderLocked(/*may_start=*/!IsForget(w->buf));
     }
     fuse_session_process_buf(se_, &w->buf);
-    if (lock_wait) lock_waiters_.fetch_sub(1);
     if (exit_.load()) break;
     if (reading_.load() < readers_target_) {
       reading_.fetch_add(1);

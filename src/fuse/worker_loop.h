@@ -19,8 +19,9 @@
 // `max_workers`. Workers never exit before the session ends, so a burst of
 // slow requests (engine round trips, object fetches) still gets up to
 // max_workers threads, and the rest of the time requests rotate over a few
-// hot ones. Workers waiting for a lock (F_SETLKW, flock) are not counted
-// against max_workers: the request that releases the lock always finds one.
+// hot ones. Workers in a long wait (long_wait.h: a blocking lock, a read of
+// .accesslog) are not counted against max_workers: the request that ends the
+// wait always finds one.
 #pragma once
 
 struct fuse_session;

@@ -37,6 +37,8 @@ case $STORAGE in
   *) echo "unknown TESSERA_E2E_STORAGE=$STORAGE" >&2; exit 2 ;;
 esac
 log() { printf '[e2e %s] %s\n' "$(date +%T)" "$*"; }
+# shellcheck source=tests/e2e/fuse_hang.sh
+source "$HERE/fuse_hang.sh"
 log "engine $ENGINE, storage $STORAGE"
 
 # Does object KEY exist in the volume's bucket?
@@ -106,14 +108,6 @@ pids_cgroup() {
 }
 # The POSIX suites test extended attributes, which are off by default.
 # TESSERA_E2E_MOUNT_OPTS: more options for the suites' mounts (e.g. --io-uring).
-# Aborts the FUSE connection of mount point $1 (its requests fail with
-# ENOTCONN), so that processes stuck in it can end: for a test that found a hang.
-abort_fuse() {
-  local dev
-  dev=$(mountpoint -d "$1" 2>/dev/null) || return 0
-  mountpoint -q /sys/fs/fuse/connections || mount -t fusectl none /sys/fs/fuse/connections 2>/dev/null || true
-  echo 1 >"/sys/fs/fuse/connections/${dev#*:}/abort" 2>/dev/null || true
-}
 mount_volume() {
   # shellcheck disable=SC2086  # a list of options
   "$TESSERA" mount "$META" "$MNT" -d --log "$WORK/mount.log" --enable-xattr ${TESSERA_E2E_MOUNT_OPTS:-} "$@"
@@ -217,19 +211,10 @@ for suite in $SUITES; do
     done
     sleep 0.5
     workers=$(ps -L -o comm= -p "$pid" | grep -c '^ts-fuse$' || true)
-    # A waiter stuck in a FUSE request ignores timeout's signal: a hang is
-    # ended by aborting the connection.
-    deadline=$((SECONDS + 60))
-    for w in "$holder" "${waiters[@]}"; do
-      while kill -0 "$w" 2>/dev/null; do
-        if [ "$SECONDS" -ge "$deadline" ]; then
-          abort_fuse "$MNT2"
-          fail "lock waiters still blocked 60 s after a 2 s holder (the unlock found no FUSE worker?)"
-        fi
-        sleep 0.1
-      done
-      wait "$w" || fail "a lock waiter or the holder failed"
-    done
+    rc=0
+    wait_or_abort "$MNT2" 60 "$holder" "${waiters[@]}" || rc=$?
+    [ "$rc" -ne 2 ] || fail "lock waiters still blocked 60 s after a 2 s holder (the unlock found no FUSE worker)"
+    [ "$rc" -eq 0 ] || fail "a lock waiter or the holder failed"
     log "$workers FUSE workers while 40 lock waiters blocked"
     [ "$workers" -gt 40 ] || fail "only $workers FUSE workers for 40 blocked lock requests"
     kill -TERM "$pid"

@@ -7,8 +7,9 @@
 #     counter grows with the operations), one set of threads pinned to each
 #     CPU, and files and names made through the rings read back through
 #     another mount of the volume; 20 processes waiting for a lock on one CPU
-#     do not stop the release of that lock (made on that CPU) nor a stat there:
-#     the queue grows; unmount ends the client.
+#     do not stop the release of that lock (made on that CPU) nor a create
+#     there: the queue grows; nor do 8 readers of .accesslog there; unmount
+#     ends the client.
 #  3. The POSIX, fsx, concurrency, persist and crash suites (run_e2e.sh) on
 #     --io-uring mounts.
 # Needs root; changes /sys/module/fuse/parameters/enable_uring and puts back
@@ -40,14 +41,8 @@ fail() {
   tail -30 "$WORK/mount.log" >&2 2>/dev/null || true
   exit 1
 }
-# Aborts the FUSE connection of mount point $1, so that processes stuck in
-# it can end (a test that found a hang).
-abort_fuse() {
-  local dev
-  dev=$(mountpoint -d "$1" 2>/dev/null) || return 0
-  mountpoint -q /sys/fs/fuse/connections || mount -t fusectl none /sys/fs/fuse/connections 2>/dev/null || true
-  echo 1 >"/sys/fs/fuse/connections/${dev#*:}/abort" 2>/dev/null || true
-}
+# shellcheck source=tests/e2e/fuse_hang.sh
+source "$HERE/fuse_hang.sh"
 mkdir -p "$MNT" "$MNT2"
 META="sqlite3://$WORK/meta.db"
 "$TESSERA" format "$META" uringvol --bucket "$WORK/bucket" >/dev/null
@@ -100,8 +95,27 @@ for _ in $(seq 1 50); do [ -e "$MNT/d/f1" ] || break; sleep 0.1; done
 [ -e "$MNT/d/f1" ] && fail "a removal through the second mount is not seen through the ring mount after 5 s"
 "$TESSERA" umount "$MNT2"
 
+# A read of .accesslog waits until other requests are logged: 8 readers (the
+# most it allows) on CPU 0 must not take the entries (8 to start with) that
+# other requests made there need.
+log "8 readers of .accesslog on CPU 0: a file create there still answers"
+readers=()
+for _ in $(seq 1 8); do
+  taskset -c 0 cat "$MNT/.accesslog" >/dev/null &
+  readers+=($!)
+done
+sleep 0.5
+# (A new file: requests the kernel cannot answer from its caches.)
+timeout 10 taskset -c 0 touch "$MNT/d/probe1" ||
+  { abort_fuse "$MNT"; fail "a file create on CPU 0 did not finish within 10 s while 8 .accesslog readers waited there"; }
+kill "${readers[@]}" 2>/dev/null || true
+rc=0
+wait_or_abort "$MNT" 10 "${readers[@]}" || rc=$?
+[ "$rc" -ne 2 ] || fail ".accesslog readers killed on CPU 0 did not end within 10 s"
+log "the create answered; the readers ended when killed"
+
 # Lock waiters hold their entries: 20 of them on CPU 0 (its queue starts with
-# 8 entries) must not leave the request that releases the lock, or a stat,
+# 8 entries) must not leave the request that releases the lock, or a create,
 # without an entry. The queue grows instead.
 log "20 lock waiters on one CPU: its queue grows, the lock is released, all of them get it"
 touch "$MNT/lockf"
@@ -114,19 +128,12 @@ for _ in $(seq 1 20); do
   waiters+=($!)
 done
 sleep 0.3
-timeout 10 taskset -c 0 stat "$MNT/lockf" >/dev/null ||
-  { abort_fuse "$MNT"; fail "a stat on CPU 0 did not finish within 10 s while 20 lock waiters were queued there"; }
-deadline=$((SECONDS + 30))
-for p in "$holder" "${waiters[@]}"; do
-  while kill -0 "$p" 2>/dev/null; do
-    if [ "$SECONDS" -ge "$deadline" ]; then
-      abort_fuse "$MNT"
-      fail "lock waiters on CPU 0 still waiting 30 s after the holder's 1 s (deadlock: no entry for the release)"
-    fi
-    sleep 0.1
-  done
-  wait "$p" || fail "a flock on the ring mount failed"
-done
+timeout 10 taskset -c 0 touch "$MNT/d/probe2" ||
+  { abort_fuse "$MNT"; fail "a file create on CPU 0 did not finish within 10 s while 20 lock waiters were queued there"; }
+rc=0
+wait_or_abort "$MNT" 30 "$holder" "${waiters[@]}" || rc=$?
+[ "$rc" -ne 2 ] || fail "lock waiters on CPU 0 still waiting 30 s after the holder's 1 s (deadlock: no entry for the release)"
+[ "$rc" -eq 0 ] || fail "a flock on the ring mount failed"
 added=$(awk '/^tessera_fuse_uring_entries_added_total/ {print $2}' "$MNT/.stats")
 [ "${added:-0}" -ge 1 ] || fail "CPU 0's queue did not grow for 20 lock waiters (entries added: ${added:-none})"
 log "all 21 got the lock; $added entries added"
