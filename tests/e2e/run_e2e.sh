@@ -192,6 +192,29 @@ for suite in $SUITES; do
     d="$MNT/concurrency"
     mkdir -p "$d"
     TESSERA_TEST_DIR="$d" "$BIN/e2e_concurrency_test" --gtest_brief=1 || fail concurrency
+    log "a signal interrupts a process waiting for a POSIX lock (FUSE INTERRUPT)"
+    echo x >"$d/intr"
+    python3 -c 'import fcntl, sys, time
+f = open(sys.argv[1], "r+"); fcntl.lockf(f, fcntl.LOCK_EX); time.sleep(4)' "$d/intr" &
+    holder=$!
+    sleep 0.5
+    # The waiter's SIGALRM handler raises, so Python does not retry the wait.
+    python3 -c 'import fcntl, signal, sys, time
+class Alarm(Exception): pass
+def on_alarm(sig, frame): raise Alarm()
+signal.signal(signal.SIGALRM, on_alarm)
+f = open(sys.argv[1], "r+"); signal.alarm(1); t = time.time()
+try:
+    fcntl.lockf(f, fcntl.LOCK_EX)
+    sys.exit("got the lock after %.1f s: the signal did not interrupt the wait" % (time.time() - t))
+except Alarm:
+    if time.time() - t > 3: sys.exit("interrupted only after %.1f s" % (time.time() - t))' "$d/intr" &
+    waiter=$!
+    rc=0
+    wait_or_abort "$MNT" 30 "$waiter" || rc=$?
+    [ "$rc" -ne 2 ] || fail "a lock waiter sent SIGALRM still waits 30 s later"
+    [ "$rc" -eq 0 ] || fail "a lock wait was not interrupted by a signal (see above)"
+    wait "$holder" || fail "the POSIX lock holder failed"
     # More waiters than the 32 workers of the request loop: lock waiters must
     # not count against that limit, or the holder's unlock finds no worker.
     log "40 lock waiters hold FUSE workers beyond the 32 of the loop; then SIGTERM ends the mount"
