@@ -711,8 +711,9 @@ void OpGetlk(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, struct flock* l
 void OpSetlk(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, struct flock* lock, int sleep) {
   OpScope scope(req, kSetlk, "{},{},{},{},{}", ino, lock->l_type, lock->l_start, lock->l_len, sleep);
   if (AnswerInternal(req, &scope, ino, ENOLCK)) return;
-  LongWait wait(sleep != 0 && lock->l_type != F_UNLCK);  // until the holder lets go
-  Status st = V(req)->SetLk(Ctx(req), H(fi), fi->lock_owner, ToLock(lock), sleep != 0,
+  const bool block = sleep != 0;
+  LongWait wait(block && lock->l_type != F_UNLCK);  // until the holder lets go
+  Status st = V(req)->SetLk(Ctx(req), H(fi), fi->lock_owner, ToLock(lock), block,
                             [req] { return fuse_req_interrupted(req) != 0; });
   ReplyErr(req, st);
 }
@@ -721,8 +722,9 @@ void OpFlock(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, int op) {
   OpScope scope(req, kFlock, "{},{}", ino, op);
   if (AnswerInternal(req, &scope, ino, ENOLCK)) return;
   meta::LockType type = (op & LOCK_EX) ? meta::kWriteLock : (op & LOCK_SH) ? meta::kReadLock : meta::kUnlock;
-  LongWait wait(type != meta::kUnlock && !(op & LOCK_NB));  // until the holder lets go
-  Status st = V(req)->Flock(Ctx(req), ino, fi->lock_owner, type, !(op & LOCK_NB),
+  const bool block = !(op & LOCK_NB);
+  LongWait wait(block && type != meta::kUnlock);  // until the holder lets go
+  Status st = V(req)->Flock(Ctx(req), ino, fi->lock_owner, type, block,
                             [req] { return fuse_req_interrupted(req) != 0; });
   ReplyErr(req, st);
 }

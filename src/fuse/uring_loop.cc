@@ -329,7 +329,7 @@ class UringQueues {
     };
     q->long_wait_hooks.end = [](void* self) {
       auto* me = static_cast<Queue*>(self);
-      me->owner->cpus_[size_t(me->cpu)].long_waits.fetch_sub(1);
+      me->owner->LongWaitEnds(me->cpu);
     };
     q->long_wait_hooks.arg = q.get();
     RETURN_IF_ERROR(q->Init(std::max<size_t>(opts_.max_write, 8192)));
@@ -370,6 +370,7 @@ class UringQueues {
     }
     grown_->Inc();
   }
+  void LongWaitEnds(int cpu) { cpus_[size_t(cpu)].long_waits.fetch_sub(1); }
 
   // What the threads of one CPU's queue share.
   struct CpuQueue {
