@@ -666,7 +666,7 @@ Status KvMeta::Mknod(const Context& ctx, Ino parent, const std::string& name, ui
     RETURN_IF_ERROR(PutAttrTx(tx, new_ino, a));
     if (type == S_IFLNK) RETURN_IF_ERROR(tx.Put(SymlinkKey(new_ino), target));
     RETURN_IF_ERROR(tx.Put(EntryKey(parent, name), EncodeEntry(new_ino, type)));
-    if (type == S_IFDIR) pattr.nlink++;
+    if (type == S_IFDIR) CountSubdir(parent, &pattr, +1);
     pattr.mtime = pattr.ctime = now;
     RETURN_IF_ERROR(PutAttrTx(tx, parent, pattr));
     deltas->emplace_back(kVolumeUsage, DirStat{0, 0, 1});
@@ -724,7 +724,7 @@ Status KvMeta::Rmdir(const Context& ctx, Ino parent, const std::string& name) {
     RETURN_IF_ERROR(DirEmptyTx(tx, ino, &empty));
     if (!empty) return Status::Err(ENOTEMPTY);
     RETURN_IF_ERROR(tx.Delete(EntryKey(parent, name)));
-    pattr.nlink--;
+    CountSubdir(parent, &pattr, -1);
     pattr.mtime = pattr.ctime = now;
     RETURN_IF_ERROR(PutAttrTx(tx, parent, pattr));
     deltas->emplace_back(parent, Negated(EntryUsage(attr)));
@@ -814,8 +814,14 @@ Status KvMeta::Rename(const Context& ctx, Ino psrc, const std::string& nsrc, Ino
         deltas->emplace_back(pdst, moved);
         RETURN_IF_ERROR(MoveParentTx(tx, sino, sattr, psrc, pdst));
         RETURN_IF_ERROR(MoveParentTx(tx, dino, dattr, pdst, psrc));
-        if (sattr.IsDir()) { sp.nlink--; dp.nlink++; }
-        if (dattr.IsDir()) { dp.nlink--; sp.nlink++; }
+        if (sattr.IsDir()) {
+          CountSubdir(psrc, &sp, -1);
+          CountSubdir(pdst, &dp, +1);
+        }
+        if (dattr.IsDir()) {
+          CountSubdir(pdst, &dp, -1);
+          CountSubdir(psrc, &sp, +1);
+        }
         sattr.parent = pdst;
         dattr.parent = psrc;
       }
@@ -842,7 +848,7 @@ Status KvMeta::Rename(const Context& ctx, Ino psrc, const std::string& nsrc, Ino
       if (dexists) {
         deltas->emplace_back(pdst, Negated(EntryUsage(dattr)));
         if (dattr.IsDir()) {
-          dp.nlink--;
+          CountSubdir(pdst, &dp, -1);
           dattr.nlink = 0;
         } else {
           dattr.nlink--;
@@ -857,8 +863,8 @@ Status KvMeta::Rename(const Context& ctx, Ino psrc, const std::string& nsrc, Ino
         }
       }
       if (sattr.IsDir() && psrc != pdst) {
-        sp.nlink--;
-        dp.nlink++;
+        CountSubdir(psrc, &sp, -1);
+        CountSubdir(pdst, &dp, +1);
       }
       sattr.parent = pdst;
       sattr.ctime = now;

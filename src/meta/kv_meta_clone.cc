@@ -131,7 +131,7 @@ Status KvMeta::Clone(const Context& ctx, Ino src, Ino parent, const std::string&
         records.clear();
       }
     }
-    if (items[0].attr.IsDir()) pattr.nlink++;
+    if (items[0].attr.IsDir()) CountSubdir(parent, &pattr, +1);
     pattr.mtime = pattr.ctime = now;
     RETURN_IF_ERROR(PutAttrTx(tx, parent, pattr));
     RETURN_IF_ERROR(IncrTx(tx, kTotalInodes, int64_t(items.size())));

@@ -68,19 +68,15 @@ Result<bool> KvMeta::TrashTx(kv::Txn& tx, const Context& ctx, Ino parent, const 
     if (hattr.nlink == 0) return false;
   }
   RETURN_IF_ERROR(tx.Put(EntryKey(hour, TrashEntryName(parent, ino, name)), EncodeEntry(ino, attr->mode & S_IFMT)));
-  if (attr->IsDir()) {
-    attr->nlink = 2;
-    hattr.nlink++;
-  } else {
-    attr->nlink = 1;
-  }
+  attr->nlink = attr->IsDir() ? 2 : 1;  // the hour's own count does not follow (CountSubdir)
   attr->parent = hour;
   attr->ctime = now;
   RETURN_IF_ERROR(PutAttrTx(tx, ino, *attr));
   deltas->emplace_back(hour, EntryUsage(*attr));
-  // The hour's directory's times move by whole seconds while only files
-  // enter it: one write a second instead of one a removal.
-  if (made || attr->IsDir() || hattr.mtime.sec != now.sec) {
+  // The hour's directory's times move by whole seconds: one write of its
+  // record a second instead of one a removal, which concurrent removals
+  // would all contend for.
+  if (made || hattr.mtime.sec != now.sec) {
     hattr.mtime = hattr.ctime = now;
     RETURN_IF_ERROR(PutAttrTx(tx, hour, hattr));
   }

@@ -44,6 +44,7 @@ inline bool IsTrashIno(Ino ino) { return ino >= kTrashIno; }
 // Such files are shown with st_nlink 0, as POSIX has it after the last unlink.
 bool InTrash(const struct Attr& a);
 inline Ino TrashHourIno(int64_t unix_sec) { return kTrashIno + 1 + Ino(unix_sec / 3600); }
+inline bool IsTrashHourIno(Ino ino) { return ino > kTrashIno; }
 std::string TrashHourName(int64_t unix_sec);  // "YYYY-MM-DD-HH", UTC
 // "<parent>-<ino>-<name>", at most kMaxName bytes.
 std::string TrashEntryName(Ino parent, Ino ino, const std::string& name);
@@ -69,6 +70,17 @@ struct Attr {
   bool IsFile() const;
   bool IsSymlink() const;
 };
+
+// A directory's link count is 2 plus its subdirectories, which every change
+// of its subdirectories follows through this (delta +1 or -1)... except an
+// hour's directory in the trash (IsTrashHourIno): its count stays as made,
+// 2, as in JuiceFS. Every directory removal of the hour enters it: counting
+// them made its record one that every removal rewrites, so concurrent
+// removals (of any client) conflicted on it (PostgreSQL's serialization
+// failures, docs/benchmarks.md). fsck and summary know not to trust it.
+inline void CountSubdir(Ino dir, Attr* a, int delta) {
+  if (!IsTrashHourIno(dir)) a->nlink = uint32_t(int64_t(a->nlink) + delta);
+}
 
 // Who is calling. Supplementary groups are filled only when needed (non-root).
 struct Context {

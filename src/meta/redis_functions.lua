@@ -491,6 +491,13 @@ local function delete_inode(ino, a)
   incr('totalInodes', -1)
 end
 
+-- A directory's link count follows its subdirectories (delta 1 or -1),
+-- except an hour's directory in the trash, whose count stays 2 (meta.h,
+-- CountSubdir): every directory removal of the hour enters it.
+local function count_subdir(dir, a, delta)
+  if dir <= TRASH then a.nlink = a.nlink + delta end
+end
+
 -- The trash (meta.h, kTrashIno): with `hour` the name of this hour's trash
 -- directory ('' = trash off), an inode whose last name went (nlink at 0)
 -- moves into it as "<parent>-<ino>-<name>" and true is returned; false: the
@@ -517,19 +524,14 @@ local function trash_inode(hour, now, parent, name, ino, a)
   end
   local tname = string.sub(string.format('%d-%d-', parent, ino) .. name, 1, 255)
   put_entry(hino, tname, ino, a.mode)
-  if is_dir(a) then
-    a.nlink = 2
-    h.nlink = h.nlink + 1
-  else
-    a.nlink = 1
-  end
+  a.nlink = is_dir(a) and 2 or 1 -- the hour's own count does not follow (count_subdir)
   a.parent = hino
   set_ctime(a, now)
   put_attr(ino, a)
   charge_entry(hino, a, 1)
-  -- The hour's directory's times move by whole seconds while only files
-  -- enter it (KvMeta::TrashTx): one write a second instead of one a removal.
-  if made or is_dir(a) or h.msec ~= now[1] then
+  -- The hour's directory's times move by whole seconds (KvMeta::TrashTx):
+  -- one write of its record a second instead of one a removal.
+  if made or h.msec ~= now[1] then
     set_mtime(h, now)
     put_attr(hino, h)
   end

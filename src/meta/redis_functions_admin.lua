@@ -389,7 +389,7 @@ local function clone(args)
       end
     end
   end
-  if is_dir(items[1].attr) then p.nlink = p.nlink + 1 end
+  if is_dir(items[1].attr) then count_subdir(parent, p, 1) end
   set_mtime(p, now)
   put_attr(parent, p)
   incr('totalInodes', #items)

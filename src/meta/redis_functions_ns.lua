@@ -49,7 +49,7 @@ local function mknod(args)
   set_attr_raw(ino, raw)
   if ftype == S_IFLNK then redis.call('SET', key('s', ino), target) end
   put_entry(parent, name, ino, ftype)
-  if ftype == S_IFDIR then p.nlink = p.nlink + 1 end
+  if ftype == S_IFDIR then count_subdir(parent, p, 1) end
   set_mtime(p, now)
   local praw = encode_attr(p)
   set_attr_raw(parent, praw)
@@ -97,7 +97,7 @@ local function rmdir(args)
   if not dir_empty(ino) then fail(ENOTEMPTY) end
   local before = encode_attr(a)
   del_entry(parent, name)
-  p.nlink = p.nlink - 1
+  count_subdir(parent, p, -1)
   set_mtime(p, now)
   local praw = encode_attr(p)
   set_attr_raw(parent, praw)
@@ -157,8 +157,8 @@ local function rename(args)
       charge_entry(pdst, sattr, 1)
       move_parent(sino, sattr, psrc, pdst)
       move_parent(dino, dattr, pdst, psrc)
-      if is_dir(sattr) then sp.nlink = sp.nlink - 1; dp.nlink = dp.nlink + 1 end
-      if is_dir(dattr) then dp.nlink = dp.nlink - 1; sp.nlink = sp.nlink + 1 end
+      if is_dir(sattr) then count_subdir(psrc, sp, -1); count_subdir(pdst, dp, 1) end
+      if is_dir(dattr) then count_subdir(pdst, dp, -1); count_subdir(psrc, sp, 1) end
       sattr.parent = pdst
       dattr.parent = psrc
     end
@@ -182,7 +182,7 @@ local function rename(args)
     if dino then
       charge_entry(pdst, dattr, -1)
       if is_dir(dattr) then
-        dp.nlink = dp.nlink - 1
+        count_subdir(pdst, dp, -1)
         dattr.nlink = 0
       else
         dattr.nlink = dattr.nlink - 1
@@ -196,8 +196,8 @@ local function rename(args)
       end
     end
     if is_dir(sattr) and psrc ~= pdst then
-      sp.nlink = sp.nlink - 1
-      dp.nlink = dp.nlink + 1
+      count_subdir(psrc, sp, -1)
+      count_subdir(pdst, dp, 1)
     end
     sattr.parent = pdst
     set_ctime(sattr, now)

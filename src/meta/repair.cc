@@ -94,7 +94,9 @@ Status RepairTree(Meta* meta, std::unordered_map<Ino, Attr> attrs, std::vector<E
     if (a.nlink == 0 && names[ino] == 0) continue;  // open and unlinked: its client's
     Attr b = a;
     if (a.IsDir()) {
-      b.nlink = 2 + subdirs[ino];
+      // An hour's directory in the trash does not count its subdirectories
+      // (CountSubdir): left as it is, unless below 2.
+      b.nlink = IsTrashHourIno(ino) ? std::max(a.nlink, 2u) : 2 + subdirs[ino];
       if (ino != kRootIno) b.parent = container[ino];
     } else {
       b.nlink = names[ino];

@@ -82,7 +82,9 @@ Status Summarize(Meta* meta, Ino top, const std::string& name, const SummaryOpti
       RETURN_IF_ERROR(meta->GetDirStats({dirs[i].ino}, &s));
       file_rows = s.at(0).inodes <= int64_t(opts.file_rows_limit);
     }
-    if (!file_rows && dirs[i].nlink <= 2) continue;  // no subdirectory: the statistics say it all
+    // No subdirectory: the statistics say it all. An hour's directory in the
+    // trash does not count its subdirectories (CountSubdir): listed.
+    if (!file_rows && dirs[i].nlink <= 2 && !IsTrashHourIno(dirs[i].ino)) continue;
     dirs[i].listed = true;
     dirs[i].file_rows = file_rows;
     std::string after;

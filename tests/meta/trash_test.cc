@@ -205,7 +205,7 @@ TEST_P(TrashTest, TheHourDirectoryFollowsWhatEntersIt) {
   Ino hour = 0;
   Attr h;
   ASSERT_OK(m_->Lookup(Context::Root(), kTrashIno, TrashHourName(t0.sec), &hour, &h));
-  EXPECT_EQ(h.nlink, 3u) << "2 and the removed directory's ..";
+  EXPECT_EQ(h.nlink, 2u) << "an hour's directory does not count the directories in it (CountSubdir)";
   EXPECT_GE(h.mtime.sec, t0.sec);
   EXPECT_LE(h.mtime.sec, Now().sec);
   EXPECT_EQ(HourEntries().size(), 4u);
@@ -218,8 +218,40 @@ TEST_P(TrashTest, TheHourDirectoryFollowsWhatEntersIt) {
   ASSERT_OK(m_->GetAttr(Context::Root(), hour, &h));
   EXPECT_GE(h.mtime.sec, t1.sec) << "a file removed in a later second moves the hour's times";
   EXPECT_GE(h.ctime.sec, t1.sec);
-  EXPECT_EQ(h.nlink, 3u);
+  EXPECT_EQ(h.nlink, 2u);
   EXPECT_EQ(HourEntries().size(), 5u);
+  ExpectConsistent();
+
+  // A directory removed in a later second moves them too; directories
+  // leaving the hour (put back, purged) leave its count at 2.
+  const int64_t third = Now().sec;
+  while (Now().sec == third) usleep(20000);
+  Ino e2 = Make(d, "e2", S_IFDIR | 0755);
+  const Timespec t2 = Now();
+  ASSERT_OK(m_->Rmdir(Context::Root(), d, "e2"));
+  ASSERT_OK(m_->GetAttr(Context::Root(), hour, &h));
+  EXPECT_GE(h.mtime.sec, t2.sec) << "a directory removed in a later second moves the hour's times";
+  EXPECT_EQ(h.nlink, 2u);
+  Ino back = 0;
+  Attr battr;
+  ASSERT_OK(m_->Rename(Context::Root(), hour, TrashEntryName(d, e2, "e2"), d, "e2", kRenameNoReplace, &back, &battr));
+  EXPECT_EQ(back, e2);
+  Attr dattr;
+  ASSERT_OK(m_->GetAttr(Context::Root(), d, &dattr));
+  EXPECT_EQ(dattr.nlink, 3u) << "the directory put back counts in its parent again";
+  ASSERT_OK(m_->GetAttr(Context::Root(), hour, &h));
+  EXPECT_EQ(h.nlink, 2u);
+  for (const auto& [name, ino] : HourEntries()) {
+    Attr a;
+    ASSERT_OK(m_->GetAttr(Context::Root(), ino, &a));
+    if (!a.IsDir()) continue;
+    Context purge = Context::Root();
+    purge.no_trash = true;
+    ASSERT_OK(m_->Rmdir(purge, hour, name));
+  }
+  ASSERT_OK(m_->GetAttr(Context::Root(), hour, &h));
+  EXPECT_EQ(h.nlink, 2u) << "purging the directories in it";
+  EXPECT_EQ(HourEntries().size(), 4u);
   ExpectConsistent();
 }
 
