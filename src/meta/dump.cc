@@ -304,6 +304,11 @@ Status DumpMarked(Meta* meta, const DumpOptions& opts, const LineWriter& out, Du
       top = child;
       if (!attr.IsDir()) return Status::Err(ENOTDIR, opts.subdir + " is not a directory");
     }
+    // The trash's directories do not keep the link counts a loaded root
+    // needs (CountSubdir), and what is in them belongs elsewhere.
+    if (IsTrashIno(top))
+      return Status::Err(EINVAL, opts.subdir + " is in the trash: put its entries back (tessera restore) and dump them "
+                                               "from where they belong");
   }
   // Quotas (not part of the tree's snapshot: limits change rarely, and
   // usage is approximate anyway, docs/format.md §3d). A dump of a subtree

@@ -148,9 +148,11 @@ void CheckTree(const std::unordered_map<Ino, Attr>& attrs, const std::vector<Ent
     }
   }
   // An hour's directory in the trash does not count its subdirectories
-  // (CountSubdir; one made before that rule counted those entering it).
+  // (CountSubdir; one made before that rule counted those entering it), but
+  // while it has its name its count is at least 2 (a client older than the
+  // rule, taking directories out of it, lowers it).
   for (auto& [ino, a] : attrs)
-    if (a.IsDir() && a.nlink > 0 && (IsTrashHourIno(ino) ? a.nlink < 2 : a.nlink != 2 + subdirs[ino]))
+    if (a.IsDir() && (IsTrashHourIno(ino) ? names[ino] > 0 && a.nlink < 2 : a.nlink > 0 && a.nlink != 2 + subdirs[ino]))
       problems->push_back(fmt::format("directory {} nlink {} but {} subdirectories", ino, a.nlink, subdirs[ino]));
 }
 

@@ -1,7 +1,8 @@
 // Usage of a directory tree, from directory statistics (meta.h, DirStat):
 // `tessera summary` and `tessera info -r`. Only directories are visited:
 // files are counted by their directory's statistics, and a directory whose
-// link count says it has no subdirectory is not even listed, so a tree of
+// link count says it has no subdirectory is not even listed (except the
+// trash's hour directories, whose count does not count them), so a tree of
 // a million files in a thousand directories costs about two thousand engine
 // reads. The statistics are the engine's: what other clients changed in
 // the last second (before their next flush) may not show yet.

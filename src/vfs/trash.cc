@@ -31,6 +31,10 @@ Status RemoveBelow(meta::Meta* m, Ino dir, uint64_t* removed, const std::atomic<
     bool more = false;
     RETURN_IF_ERROR(m->ReaddirPage(Context::Root(), dir, false, "", 1024, &page, &more));
     if (page.empty()) return Status::OK();
+    // An entry gone meanwhile (ENOENT) was removed by someone else; but a
+    // page none of whose entries could be removed would be read again for
+    // ever (a directory that answers ENOENT for all of them).
+    size_t gone = 0;
     for (const auto& e : page) {
       if (cancel != nullptr && cancel->load()) return Status::Err(ECANCELED, "interrupted");
       Status st;
@@ -41,8 +45,13 @@ Status RemoveBelow(meta::Meta* m, Ino dir, uint64_t* removed, const std::atomic<
         st = m->Unlink(ctx, dir, e.name);
       }
       if (!st.ok() && st.code() != ENOENT) return st.With("removing '" + e.name + "' from the trash");
-      ++*removed;
+      if (st.ok()) ++*removed;
+      else ++gone;
     }
+    if (gone == page.size())
+      return Status::Err(EIO, fmt::format("directory {} of the trash lists {} entries that cannot be removed (ENOENT): "
+                                          "run tessera fsck",
+                                          dir, gone));
   }
 }
 

@@ -303,6 +303,10 @@ TEST_P(DumpTest, SubdirBecomesTheRoot) {
   EXPECT_TRUE(problems.empty()) << problems.front();
   EXPECT_EQ(DumpLines(src_.get(), &lines, "/fifo").code(), ENOTDIR);
   EXPECT_EQ(DumpLines(src_.get(), &lines, "/nothing").code(), ENOENT);
+  // Not the trash, nor a directory in it: their link counts are not what a
+  // loaded root needs (CountSubdir), and what is in them belongs elsewhere.
+  ASSERT_OK(src_->EnsureTrash());
+  EXPECT_EQ(DumpLines(src_.get(), &lines, "/.trash").code(), EINVAL);
 }
 
 TEST_P(DumpTest, BadDumpsLeaveTheEngineEmpty) {

@@ -6,11 +6,16 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <thread>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "kv/kv.h"
+#include "meta/encoding.h"
 #include "meta/fault_meta.h"
 #include "meta/meta.h"
 #include "test_util.h"
@@ -147,6 +152,49 @@ TEST_F(TrashJobsTest, PurgeRemovesExpiredHoursAndTheirData) {
 // run stops with the error, the next one goes on, and once one succeeds the
 // expired hour is gone with exactly its data, while the live tree is
 // untouched.
+// An hour directory that answers ENOENT for everything in it (a client older
+// than CountSubdir lowered its link count to 0): the purge stops with an
+// error naming fsck instead of reading the same page for ever.
+TEST(TrashPurge, AnHourWhoseEntriesCannotBeRemovedEndsThePurge) {
+  auto opened = meta::Open("memory://purge-loop");
+  ASSERT_TRUE(opened.ok());
+  std::unique_ptr<meta::Meta> m = std::move(*opened);
+  meta::Format f;
+  f.name = "loop";
+  f.uuid = meta::NewUuid();
+  f.storage = "memory";
+  f.bucket = "x";
+  f.trash_days = 1;
+  ASSERT_OK(m->Init(f, false));
+  const Context root = Context::Root();
+  for (const char* name : {"a", "b"}) {
+    Ino ino = 0;
+    Attr a;
+    ASSERT_OK(m->Mknod(root, meta::kRootIno, name, S_IFDIR | 0755, 0, 0, "", &ino, &a));
+    ASSERT_OK(m->Rmdir(root, meta::kRootIno, name));
+  }
+  const Ino hour = meta::TrashHourIno(meta::Now().sec);
+  Attr h;
+  ASSERT_OK(m->GetAttr(root, hour, &h));
+  h.nlink = 0;  // what the older client's two decrements leave
+  auto raw = kv::Open("memory://purge-loop");
+  ASSERT_TRUE(raw.ok());
+  ASSERT_OK((*raw)->Run([&](kv::Txn& tx) { return tx.Put(meta::keys::AttrKey(hour), meta::EncodeAttr(h)); }));
+
+  std::atomic<bool> cancel{false};
+  std::thread watchdog([&] {
+    for (int i = 0; i < 100 && !cancel.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    cancel.store(true);
+  });
+  auto purged = PurgeTrash(m.get(), 1, meta::Now().sec + 2 * 86400, &cancel);
+  const bool timed_out = cancel.exchange(true);
+  watchdog.join();
+  EXPECT_FALSE(timed_out) << "the purge went round for 10 s";
+  ASSERT_FALSE(purged.ok());
+  EXPECT_EQ(purged.status().code(), EIO) << purged.status().ToString();
+  EXPECT_NE(purged.status().message().find("fsck"), std::string::npos) << purged.status().ToString();
+}
+
 TEST_F(TrashJobsTest, APurgeFailingHalfwayFinishesLaterAndTouchesNothingElse) {
   auto spec = meta::FaultMeta::Spec::Parse("seed=11,error=0.2,lost_reply=0.1,ops=namespace");
   ASSERT_TRUE(spec.ok());
