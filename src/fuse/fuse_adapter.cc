@@ -10,8 +10,11 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
+#include <string_view>
 #include <thread>
 
 #include <fmt/format.h>
@@ -66,6 +69,19 @@ struct State {
 State* S(fuse_req_t req) { return static_cast<State*>(fuse_req_userdata(req)); }
 vfs::Vfs* V(fuse_req_t req) { return S(req)->vfs; }
 vfs::Handle* H(const fuse_file_info* fi) { return reinterpret_cast<vfs::Handle*>(fi->fh); }
+
+// Whether a request in a long wait (long_wait.h) should end with EINTR: the
+// kernel's FUSE_INTERRUPT (libfuse's flag) or, as that does not always come,
+// a signal its caller has pending (looked at every 100 ms at most).
+std::function<bool()> Interrupted(fuse_req_t req) {
+  return [req, tid = uint32_t(fuse_req_ctx(req)->pid), next = std::chrono::steady_clock::time_point{}]() mutable {
+    if (fuse_req_interrupted(req) != 0) return true;
+    const auto now = std::chrono::steady_clock::now();
+    if (now < next) return false;
+    next = now + std::chrono::milliseconds(100);
+    return CallerSignalled(tid);
+  };
+}
 
 Context Ctx(fuse_req_t req) {
   const fuse_ctx* c = fuse_req_ctx(req);
@@ -483,8 +499,8 @@ void OpRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_in
   if (IsInternal(ino)) {
     scope.Internal();
     fuse_session* se = S(req)->se;
-    std::string data = Internal(req)->Read(IH(fi), uint64_t(off), size, [req, se] {
-      return fuse_req_interrupted(req) != 0 || (se && fuse_session_exited(se) != 0);
+    std::string data = Internal(req)->Read(IH(fi), uint64_t(off), size, [se, interrupted = Interrupted(req)] {
+      return interrupted() || (se && fuse_session_exited(se) != 0);
     });
     if (data.empty() && IH(fi)->kind == InternalFiles::kAccessLog) return ReplyErrno(req, EINTR);
     fuse_reply_buf(req, data.data(), data.size());
@@ -713,8 +729,7 @@ void OpSetlk(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, struct flock* l
   if (AnswerInternal(req, &scope, ino, ENOLCK)) return;
   const bool block = sleep != 0;
   LongWait wait(block && lock->l_type != F_UNLCK);  // until the holder lets go
-  Status st = V(req)->SetLk(Ctx(req), H(fi), fi->lock_owner, ToLock(lock), block,
-                            [req] { return fuse_req_interrupted(req) != 0; });
+  Status st = V(req)->SetLk(Ctx(req), H(fi), fi->lock_owner, ToLock(lock), block, Interrupted(req));
   ReplyErr(req, st);
 }
 
@@ -724,8 +739,7 @@ void OpFlock(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, int op) {
   meta::LockType type = (op & LOCK_EX) ? meta::kWriteLock : (op & LOCK_SH) ? meta::kReadLock : meta::kUnlock;
   const bool block = !(op & LOCK_NB);
   LongWait wait(block && type != meta::kUnlock);  // until the holder lets go
-  Status st = V(req)->Flock(Ctx(req), ino, fi->lock_owner, type, block,
-                            [req] { return fuse_req_interrupted(req) != 0; });
+  Status st = V(req)->Flock(Ctx(req), ino, fi->lock_owner, type, block, Interrupted(req));
   ReplyErr(req, st);
 }
 
@@ -887,6 +901,16 @@ void StartCoherence(State* state) {
 }
 
 Status Serve(vfs::Vfs* vfs, const MountOptions& opts, const std::function<void(const Status&)>& on_mounted) {
+  WorkerLoopOptions loop;
+  if (const char* faults = std::getenv("TESSERA_FUSE_FAULTS"); faults && *faults) {
+    if (std::string_view(faults) != "drop-interrupts") {
+      Status st = Status::Err(EINVAL, fmt::format("TESSERA_FUSE_FAULTS: unknown fault '{}' (known: drop-interrupts)", faults));
+      on_mounted(st);
+      return st;
+    }
+    LOG_WARN("FUSE: injecting faults (drop-interrupts: every FUSE_INTERRUPT is ignored)");
+    loop.drop_interrupts = true;
+  }
   State state{vfs, opts};
   InternalFiles internal(opts.internal_prefix, opts.internal_files_public,
                          [labels = opts.metrics_labels] { return metrics::TextFormat(labels); }, opts.config_json);
@@ -963,7 +987,6 @@ Status Serve(vfs::Vfs* vfs, const MountOptions& opts, const std::function<void(c
     uring = std::move(q).value();
   }
   on_mounted(Status::OK());
-  WorkerLoopOptions loop;
   loop.max_workers = unsigned(std::max(opts.max_threads, 1));
   loop.readers = std::min(std::max(2 * std::thread::hardware_concurrency(), 4u), loop.max_workers);
   int rc = RunWorkerLoop(se, loop);

@@ -31,11 +31,12 @@ namespace {
 // A FORGET asks for no reply: a worker taking the last reader's place for
 // one wakes a parked worker but starts no new thread (a burst of them would
 // otherwise start threads, as libfuse also avoids).
-bool IsForget(const fuse_buf& buf) {
-  if ((buf.flags & FUSE_BUF_IS_FD) || buf.mem == nullptr || buf.size < sizeof(fuse_in_header)) return false;
-  const auto* in = static_cast<const fuse_in_header*>(buf.mem);
-  return in->opcode == FUSE_FORGET || in->opcode == FUSE_BATCH_FORGET;
+// The request's opcode, 0 when its header is not in memory.
+uint32_t Opcode(const fuse_buf& buf) {
+  if ((buf.flags & FUSE_BUF_IS_FD) || buf.mem == nullptr || buf.size < sizeof(fuse_in_header)) return 0;
+  return static_cast<const fuse_in_header*>(buf.mem)->opcode;
 }
+bool IsForget(const fuse_buf& buf) { return Opcode(buf) == FUSE_FORGET || Opcode(buf) == FUSE_BATCH_FORGET; }
 
 // Workers in a long wait (long_wait.h: a blocking lock, a read of
 // .accesslog) do not count against max_workers, up to this many: else 32
@@ -46,7 +47,7 @@ class WorkerLoop {
  public:
   WorkerLoop(fuse_session* se, const WorkerLoopOptions& opts)
       : se_(se), max_workers_(opts.max_workers > 0 ? opts.max_workers : 1),
-        readers_target_(opts.readers > 0 ? opts.readers : 1) {
+        readers_target_(opts.readers > 0 ? opts.readers : 1), drop_interrupts_(opts.drop_interrupts) {
     sem_init(&finished_, 0, 0);
     long_wait_hooks_.begin = [](void* self) { static_cast<WorkerLoop*>(self)->LongWaitStarts(); };
     long_wait_hooks_.end = [](void* self) { static_cast<WorkerLoop*>(self)->long_waits_.fetch_sub(1); };
@@ -87,6 +88,7 @@ class WorkerLoop {
   fuse_session* const se_;
   const unsigned max_workers_;
   const unsigned readers_target_;
+  const bool drop_interrupts_;
   sem_t finished_;  // posted by a worker that saw the session end
 
   std::mutex mu_;
@@ -190,7 +192,7 @@ TESSERA_CANCELLABLE_FRAME void WorkerLoop::Work(Worker* w) {
       std::lock_guard<std::mutex> g(mu_);
       CallReaderLocked(/*may_start=*/!IsForget(w->buf));
     }
-    fuse_session_process_buf(se_, &w->buf);
+    if (!drop_interrupts_ || Opcode(w->buf) != FUSE_INTERRUPT) fuse_session_process_buf(se_, &w->buf);
     if (exit_.load()) break;
     if (reading_.load() < readers_target_) {
       reading_.fetch_add(1);

@@ -34,6 +34,9 @@ struct WorkerLoopOptions {
   // at least 4: on 2 cores, 4 and 6 did alike under fio's 2-job random
   // writes, 2 was slower (71-73k writes/s against 82-96k).
   unsigned readers = 4;
+  // Fault injection for tests (TESSERA_FUSE_FAULTS=drop-interrupts): every
+  // FUSE_INTERRUPT is read and ignored, as when the kernel sends none.
+  bool drop_interrupts = false;
 };
 
 // Serves `se` until it ends (unmounted, or fuse_session_exit, which

@@ -268,6 +268,47 @@ except Alarm:
     else
       log "SKIPPED: no writable pids cgroup on this machine"
     fi
+    # The kernel does not always send FUSE_INTERRUPT (over io_uring: a signal
+    # between a request's queueing and its sending; src/fuse/long_wait.h).
+    # With every interrupt dropped, waits still end when their caller has a
+    # signal: a killed reader of .accesslog on an idle mount, a killed flock
+    # waiter, a POSIX lock waiter whose SIGALRM handler raises.
+    log "no FUSE_INTERRUPT at all: killed and signalled waiters still end"
+    TESSERA_FUSE_FAULTS=drop-interrupts "$TESSERA" mount "$META" "$MNT2" -d --log "$WORK/mount4.log" \
+      ${TESSERA_E2E_MOUNT_OPTS:-} || fail "mount with TESSERA_FUSE_FAULTS=drop-interrupts"
+    grep -q "injecting faults (drop-interrupts" "$WORK/mount4.log" || fail "the drop-interrupts fault is not on"
+    : >"$MNT2/intr2"
+    python3 -c 'import fcntl, sys, time
+f = open(sys.argv[1], "r+"); fcntl.flock(f, fcntl.LOCK_EX); fcntl.lockf(f, fcntl.LOCK_EX); time.sleep(60)' "$MNT2/intr2" &
+    holder=$!
+    cat "$MNT2/.accesslog" >/dev/null &
+    reader=$!
+    sleep 0.5
+    flock "$MNT2/intr2" true &
+    flocker=$!
+    python3 -c 'import fcntl, signal, sys, time
+class Alarm(Exception): pass
+def on_alarm(sig, frame): raise Alarm()
+signal.signal(signal.SIGALRM, on_alarm)
+f = open(sys.argv[1], "r+"); signal.alarm(1); t = time.time()
+try:
+    fcntl.lockf(f, fcntl.LOCK_EX)
+    sys.exit("got the lock: the holder let go early?")
+except Alarm:
+    if time.time() - t > 3: sys.exit("interrupted only after %.1f s" % (time.time() - t))' "$MNT2/intr2" &
+    alarmed=$!
+    sleep 0.5
+    kill "$reader" "$flocker"
+    rc=0
+    wait_or_abort "$MNT2" 5 "$reader" "$flocker" || rc=$?
+    [ "$rc" -ne 2 ] || fail "a killed .accesslog reader or flock waiter still waits 5 s later with no FUSE_INTERRUPT"
+    rc=0
+    wait_or_abort "$MNT2" 10 "$alarmed" || rc=$?
+    [ "$rc" -ne 2 ] || fail "a POSIX lock waiter sent SIGALRM still waits 10 s later with no FUSE_INTERRUPT"
+    [ "$rc" -eq 0 ] || fail "a POSIX lock wait was not interrupted by a signal with no FUSE_INTERRUPT (see above)"
+    kill "$holder"
+    wait "$holder" 2>/dev/null || true
+    "$TESSERA" umount "$MNT2" || fail "unmounting the drop-interrupts mount"
     ;;
   faults)
     N=6000
