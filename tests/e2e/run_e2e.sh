@@ -108,6 +108,21 @@ pids_cgroup() {
 }
 # The POSIX suites test extended attributes, which are off by default.
 # TESSERA_E2E_MOUNT_OPTS: more options for the suites' mounts (e.g. --io-uring).
+# alarmed_lock_waiter FILE: waits for a POSIX write lock on FILE, held by
+# another process, with a 1 s alarm; succeeds if the alarm ends the wait
+# within 3 s. (The SIGALRM handler raises, so Python does not retry it.)
+alarmed_lock_waiter() {
+  python3 -c 'import fcntl, signal, sys, time
+class Alarm(Exception): pass
+def on_alarm(sig, frame): raise Alarm()
+signal.signal(signal.SIGALRM, on_alarm)
+f = open(sys.argv[1], "r+"); signal.alarm(1); t = time.time()
+try:
+    fcntl.lockf(f, fcntl.LOCK_EX)
+    sys.exit("got the lock after %.1f s: the signal did not interrupt the wait" % (time.time() - t))
+except Alarm:
+    if time.time() - t > 3: sys.exit("interrupted only after %.1f s" % (time.time() - t))' "$1"
+}
 mount_volume() {
   # shellcheck disable=SC2086  # a list of options
   "$TESSERA" mount "$META" "$MNT" -d --log "$WORK/mount.log" --enable-xattr ${TESSERA_E2E_MOUNT_OPTS:-} "$@"
@@ -198,17 +213,7 @@ for suite in $SUITES; do
 f = open(sys.argv[1], "r+"); fcntl.lockf(f, fcntl.LOCK_EX); time.sleep(4)' "$d/intr" &
     holder=$!
     sleep 0.5
-    # The waiter's SIGALRM handler raises, so Python does not retry the wait.
-    python3 -c 'import fcntl, signal, sys, time
-class Alarm(Exception): pass
-def on_alarm(sig, frame): raise Alarm()
-signal.signal(signal.SIGALRM, on_alarm)
-f = open(sys.argv[1], "r+"); signal.alarm(1); t = time.time()
-try:
-    fcntl.lockf(f, fcntl.LOCK_EX)
-    sys.exit("got the lock after %.1f s: the signal did not interrupt the wait" % (time.time() - t))
-except Alarm:
-    if time.time() - t > 3: sys.exit("interrupted only after %.1f s" % (time.time() - t))' "$d/intr" &
+    alarmed_lock_waiter "$d/intr" &
     waiter=$!
     rc=0
     wait_or_abort "$MNT" 30 "$waiter" || rc=$?
@@ -286,16 +291,7 @@ f = open(sys.argv[1], "r+"); fcntl.flock(f, fcntl.LOCK_EX); fcntl.lockf(f, fcntl
     sleep 0.5
     flock "$MNT2/intr2" true &
     flocker=$!
-    python3 -c 'import fcntl, signal, sys, time
-class Alarm(Exception): pass
-def on_alarm(sig, frame): raise Alarm()
-signal.signal(signal.SIGALRM, on_alarm)
-f = open(sys.argv[1], "r+"); signal.alarm(1); t = time.time()
-try:
-    fcntl.lockf(f, fcntl.LOCK_EX)
-    sys.exit("got the lock: the holder let go early?")
-except Alarm:
-    if time.time() - t > 3: sys.exit("interrupted only after %.1f s" % (time.time() - t))' "$MNT2/intr2" &
+    alarmed_lock_waiter "$MNT2/intr2" &
     alarmed=$!
     sleep 0.5
     kill "$reader" "$flocker"
