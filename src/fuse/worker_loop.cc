@@ -28,14 +28,14 @@ namespace tessera::fuse {
 
 namespace {
 
-// A FORGET asks for no reply: a worker taking the last reader's place for
-// one wakes a parked worker but starts no new thread (a burst of them would
-// otherwise start threads, as libfuse also avoids).
 // The request's opcode, 0 when its header is not in memory.
 uint32_t Opcode(const fuse_buf& buf) {
   if ((buf.flags & FUSE_BUF_IS_FD) || buf.mem == nullptr || buf.size < sizeof(fuse_in_header)) return 0;
   return static_cast<const fuse_in_header*>(buf.mem)->opcode;
 }
+// A FORGET asks for no reply: a worker taking the last reader's place for
+// one wakes a parked worker but starts no new thread (a burst of them would
+// otherwise start threads, as libfuse also avoids).
 bool IsForget(const fuse_buf& buf) { return Opcode(buf) == FUSE_FORGET || Opcode(buf) == FUSE_BATCH_FORGET; }
 
 // Workers in a long wait (long_wait.h: a blocking lock, a read of
