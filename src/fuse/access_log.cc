@@ -46,8 +46,11 @@ void AccessLog::Write(const std::string& line) {
 std::string AccessLog::Read(Reader* reader, size_t size, const std::function<bool()>& interrupted) {
   std::unique_lock<std::mutex> lk(mu_);
   while (reader->buf.empty() && reader->dropped == 0) {
-    if (interrupted()) return "";
-    cv_.wait_for(lk, std::chrono::milliseconds(200));
+    lk.unlock();  // interrupted() may read /proc: not while every request's Write waits
+    const bool stop = interrupted();
+    lk.lock();
+    if (stop) return "";
+    if (reader->buf.empty() && reader->dropped == 0) cv_.wait_for(lk, std::chrono::milliseconds(200));
   }
   std::string out;
   if (reader->dropped > 0) {

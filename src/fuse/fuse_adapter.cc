@@ -72,14 +72,16 @@ vfs::Handle* H(const fuse_file_info* fi) { return reinterpret_cast<vfs::Handle*>
 
 // Whether a request in a long wait (long_wait.h) should end with EINTR: the
 // kernel's FUSE_INTERRUPT (libfuse's flag) or, as that does not always come,
-// a signal its caller has pending (looked at every 100 ms at most).
+// a signal its caller has pending (looked at every 100 ms at most). It keeps
+// state between calls: for the request's own thread, not concurrent calls.
 std::function<bool()> Interrupted(fuse_req_t req) {
-  return [req, tid = uint32_t(fuse_req_ctx(req)->pid), next = std::chrono::steady_clock::time_point{}]() mutable {
+  return [req, signals = CallerSignals(uint32_t(fuse_req_ctx(req)->pid)),
+          next = std::chrono::steady_clock::time_point{}]() mutable {
     if (fuse_req_interrupted(req) != 0) return true;
     const auto now = std::chrono::steady_clock::now();
     if (now < next) return false;
     next = now + std::chrono::milliseconds(100);
-    return CallerSignalled(tid);
+    return signals.Pending();
   };
 }
 

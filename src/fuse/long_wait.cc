@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <string_view>
 
 namespace tessera::fuse {
 
@@ -26,32 +27,61 @@ LongWait::~LongWait() {
 }
 
 namespace {
-// The hexadecimal mask after "\nNAME:" in a /proc status text (0 if absent).
-uint64_t Mask(const std::string& status, const char* name) {
-  const size_t at = status.find(std::string("\n") + name + ":");
-  if (at == std::string::npos) return 0;
-  return std::strtoull(status.c_str() + at + std::strlen(name) + 2, nullptr, 16);
-}
-}  // namespace
 
-bool CallerSignalled(uint32_t tid) {
-  if (tid == 0) return false;
-  const std::string path = "/proc/" + std::to_string(tid) + "/status";
+// The number after "\nNAME:" in a /proc status text, in `base`; false
+// if absent or not ended by a newline.
+template <typename T>
+bool Field(const std::string& status, std::string_view name, int base, T* out) {
+  const size_t at = status.find("\n" + std::string(name) + ":");
+  if (at == std::string::npos) return false;
+  const size_t from = at + name.size() + 2;
+  const size_t eol = status.find('\n', from);
+  if (eol == std::string::npos) return false;
+  char* end = nullptr;
+  const unsigned long long v = std::strtoull(status.c_str() + from, &end, base);
+  if (end == status.c_str() + from) return false;
+  *out = T(v);
+  return true;
+}
+
+// Whether /proc is this process's PID namespace's (thread numbers in FUSE
+// requests are in the mount's namespace: the mounting process's).
+bool ProcIsOurs() {
+  static const bool ours = [] {
+    char buf[32] = {};
+    const ssize_t n = ::readlink("/proc/self", buf, sizeof(buf) - 1);
+    return n > 0 && std::strtol(buf, nullptr, 10) == long(::getpid());
+  }();
+  return ours;
+}
+
+bool ReadAll(const std::string& path, std::string* out) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return false;
-  std::string status(4096, '\0');
-  size_t n = 0;
-  for (ssize_t r; n < status.size() && (r = ::read(fd, status.data() + n, status.size() - n)) > 0;) n += size_t(r);
+  out->clear();
+  char buf[4096];
+  ssize_t r;
+  while ((r = ::read(fd, buf, sizeof(buf))) > 0) out->append(buf, size_t(r));
   ::close(fd);
-  status.resize(n);
-  // SigPnd: the thread's own signals. ShdPnd: the process's (kill(2)),
-  // which the caller takes only if it is the process's one thread (else
-  // another may, and the kernel leaves this one waiting). A signal that ends
-  // the process also puts SIGKILL in every thread's SigPnd.
-  uint64_t pending = Mask(status, "SigPnd");
-  if (const size_t at = status.find("\nThreads:"); at != std::string::npos && std::atoi(status.c_str() + at + 9) == 1)
-    pending |= Mask(status, "ShdPnd");
-  return (pending & ~Mask(status, "SigBlk")) != 0;
+  return r == 0;
+}
+
+}  // namespace
+
+bool CallerSignals::Pending() {
+  if (tid_ == 0 || !ProcIsOurs()) return false;
+  std::string status;
+  if (!ReadAll("/proc/" + std::to_string(tid_) + "/status", &status)) return false;
+  uint64_t own = 0, process = 0, blocked = 0;
+  unsigned threads = 0;
+  if (!Field(status, "SigPnd", 16, &own) || !Field(status, "ShdPnd", 16, &process) ||
+      !Field(status, "SigBlk", 16, &blocked) || !Field(status, "Threads", 10, &threads))
+    return false;
+  own &= ~blocked;
+  process &= ~blocked;
+  const bool still = (process & process_seen_) != 0;
+  process_seen_ = process;
+  return own != 0 || (process != 0 && threads == 1) || still;
 }
 
 }  // namespace tessera::fuse

@@ -75,6 +75,31 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# alarmed_lock_waiter FILE: waits for a POSIX write lock on FILE, held by
+# another process, with a 1 s alarm; succeeds if the alarm ends the wait
+# within 3 s. (The SIGALRM handler raises, so Python does not retry it.)
+alarmed_lock_waiter() {
+  python3 -c 'import fcntl, signal, sys, time
+class Alarm(Exception): pass
+def on_alarm(sig, frame): raise Alarm()
+signal.signal(signal.SIGALRM, on_alarm)
+f = open(sys.argv[1], "r+"); signal.alarm(1); t = time.time()
+try:
+    fcntl.lockf(f, fcntl.LOCK_EX)
+    sys.exit("got the lock after %.1f s: the signal did not interrupt the wait" % (time.time() - t))
+except Alarm:
+    if time.time() - t > 3: sys.exit("interrupted only after %.1f s" % (time.time() - t))' "$1"
+}
+# waiting_in_fuse PID: waits (at most 5 s) until process PID sleeps in a
+# FUSE request (its wchan is the kernel's request_wait_answer).
+waiting_in_fuse() {
+  local _
+  for _ in $(seq 1 50); do
+    [ "$(cat "/proc/$1/wchan" 2>/dev/null)" = request_wait_answer ] && return 0
+    sleep 0.1
+  done
+  return 1
+}
 # How many objects listed in FILE still exist after waiting up to SECONDS
 # (default 10) for background deletion.
 objects_left_after_wait() {
@@ -108,21 +133,6 @@ pids_cgroup() {
 }
 # The POSIX suites test extended attributes, which are off by default.
 # TESSERA_E2E_MOUNT_OPTS: more options for the suites' mounts (e.g. --io-uring).
-# alarmed_lock_waiter FILE: waits for a POSIX write lock on FILE, held by
-# another process, with a 1 s alarm; succeeds if the alarm ends the wait
-# within 3 s. (The SIGALRM handler raises, so Python does not retry it.)
-alarmed_lock_waiter() {
-  python3 -c 'import fcntl, signal, sys, time
-class Alarm(Exception): pass
-def on_alarm(sig, frame): raise Alarm()
-signal.signal(signal.SIGALRM, on_alarm)
-f = open(sys.argv[1], "r+"); signal.alarm(1); t = time.time()
-try:
-    fcntl.lockf(f, fcntl.LOCK_EX)
-    sys.exit("got the lock after %.1f s: the signal did not interrupt the wait" % (time.time() - t))
-except Alarm:
-    if time.time() - t > 3: sys.exit("interrupted only after %.1f s" % (time.time() - t))' "$1"
-}
 mount_volume() {
   # shellcheck disable=SC2086  # a list of options
   "$TESSERA" mount "$META" "$MNT" -d --log "$WORK/mount.log" --enable-xattr ${TESSERA_E2E_MOUNT_OPTS:-} "$@"
@@ -276,29 +286,41 @@ f = open(sys.argv[1], "r+"); fcntl.lockf(f, fcntl.LOCK_EX); time.sleep(4)' "$d/i
     # The kernel does not always send FUSE_INTERRUPT (over io_uring: a signal
     # between a request's queueing and its sending; src/fuse/long_wait.h).
     # With every interrupt dropped, waits still end when their caller has a
-    # signal: a killed reader of .accesslog on an idle mount, a killed flock
-    # waiter, a POSIX lock waiter whose SIGALRM handler raises.
+    # signal: a killed reader of .accesslog on an idle mount, then a killed
+    # flock waiter, then a POSIX lock waiter whose SIGALRM handler raises.
+    # One at a time: the end of one (its requests are logged) would wake a
+    # reader with lines to read.
     log "no FUSE_INTERRUPT at all: killed and signalled waiters still end"
+    # shellcheck disable=SC2086  # a list of options
     TESSERA_FUSE_FAULTS=drop-interrupts "$TESSERA" mount "$META" "$MNT2" -d --log "$WORK/mount4.log" \
       ${TESSERA_E2E_MOUNT_OPTS:-} || fail "mount with TESSERA_FUSE_FAULTS=drop-interrupts"
     grep -q "injecting faults (drop-interrupts" "$WORK/mount4.log" || fail "the drop-interrupts fault is not on"
     : >"$MNT2/intr2"
+    rm -f "$WORK/held"
     python3 -c 'import fcntl, sys, time
-f = open(sys.argv[1], "r+"); fcntl.flock(f, fcntl.LOCK_EX); fcntl.lockf(f, fcntl.LOCK_EX); time.sleep(60)' "$MNT2/intr2" &
+f = open(sys.argv[1], "r+"); fcntl.flock(f, fcntl.LOCK_EX); fcntl.lockf(f, fcntl.LOCK_EX)
+open(sys.argv[2], "w").close(); time.sleep(60)' "$MNT2/intr2" "$WORK/held" &
     holder=$!
+    holds "$holder"
+    for _ in $(seq 1 100); do [ -e "$WORK/held" ] && break; sleep 0.1; done
+    [ -e "$WORK/held" ] || fail "the lock holder did not get its locks"
     cat "$MNT2/.accesslog" >/dev/null &
     reader=$!
-    sleep 0.5
+    waiting_in_fuse "$reader" || fail "the .accesslog reader is not waiting in a FUSE request"
+    kill "$reader"
+    rc=0
+    wait_or_abort "$MNT2" 5 "$reader" || rc=$?
+    [ "$rc" -ne 2 ] || fail "a killed .accesslog reader still waits 5 s later with no FUSE_INTERRUPT"
     flock "$MNT2/intr2" true &
     flocker=$!
+    waiting_in_fuse "$flocker" || fail "the flock waiter is not waiting in a FUSE request"
+    kill "$flocker"
+    rc=0
+    wait_or_abort "$MNT2" 5 "$flocker" || rc=$?
+    [ "$rc" -ne 2 ] || fail "a killed flock waiter still waits 5 s later with no FUSE_INTERRUPT"
+    rc=0
     alarmed_lock_waiter "$MNT2/intr2" &
     alarmed=$!
-    sleep 0.5
-    kill "$reader" "$flocker"
-    rc=0
-    wait_or_abort "$MNT2" 5 "$reader" "$flocker" || rc=$?
-    [ "$rc" -ne 2 ] || fail "a killed .accesslog reader or flock waiter still waits 5 s later with no FUSE_INTERRUPT"
-    rc=0
     wait_or_abort "$MNT2" 10 "$alarmed" || rc=$?
     [ "$rc" -ne 2 ] || fail "a POSIX lock waiter sent SIGALRM still waits 10 s later with no FUSE_INTERRUPT"
     [ "$rc" -eq 0 ] || fail "a POSIX lock wait was not interrupted by a signal with no FUSE_INTERRUPT (see above)"
