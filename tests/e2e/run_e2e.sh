@@ -304,20 +304,19 @@ open(sys.argv[2], "w").close(); time.sleep(60)' "$MNT2/intr2" "$WORK/held" &
     holds "$holder"
     for _ in $(seq 1 100); do [ -e "$WORK/held" ] && break; sleep 0.1; done
     [ -e "$WORK/held" ] || fail "the lock holder did not get its locks"
+    # killed_waiter_ends PID WHAT: PID, waiting in a FUSE request, ends
+    # within 5 s of SIGTERM.
+    killed_waiter_ends() {
+      waiting_in_fuse "$1" || fail "the $2 is not waiting in a FUSE request"
+      kill "$1"
+      rc=0
+      wait_or_abort "$MNT2" 5 "$1" || rc=$?
+      [ "$rc" -ne 2 ] || fail "a killed $2 still waits 5 s later with no FUSE_INTERRUPT"
+    }
     cat "$MNT2/.accesslog" >/dev/null &
-    reader=$!
-    waiting_in_fuse "$reader" || fail "the .accesslog reader is not waiting in a FUSE request"
-    kill "$reader"
-    rc=0
-    wait_or_abort "$MNT2" 5 "$reader" || rc=$?
-    [ "$rc" -ne 2 ] || fail "a killed .accesslog reader still waits 5 s later with no FUSE_INTERRUPT"
+    killed_waiter_ends $! ".accesslog reader"
     flock "$MNT2/intr2" true &
-    flocker=$!
-    waiting_in_fuse "$flocker" || fail "the flock waiter is not waiting in a FUSE request"
-    kill "$flocker"
-    rc=0
-    wait_or_abort "$MNT2" 5 "$flocker" || rc=$?
-    [ "$rc" -ne 2 ] || fail "a killed flock waiter still waits 5 s later with no FUSE_INTERRUPT"
+    killed_waiter_ends $! "flock waiter"
     rc=0
     alarmed_lock_waiter "$MNT2/intr2" &
     alarmed=$!
