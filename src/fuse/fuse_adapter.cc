@@ -23,6 +23,7 @@
 #include "common/metrics.h"
 #include "common/metrics_export.h"
 #include "fuse/coherence.h"
+#include "fuse/faults.h"
 #include "fuse/internal_files.h"
 #include "fuse/long_wait.h"
 #include "fuse/uring_loop.h"
@@ -730,7 +731,7 @@ void OpSetlk(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, struct flock* l
   OpScope scope(req, kSetlk, "{},{},{},{},{}", ino, lock->l_type, lock->l_start, lock->l_len, sleep);
   if (AnswerInternal(req, &scope, ino, ENOLCK)) return;
   const bool block = sleep != 0;
-  LongWait wait(block && lock->l_type != F_UNLCK);  // until the holder lets go
+  LongWait wait(block && lock->l_type != F_UNLCK, ino);  // until the holder lets go
   Status st = V(req)->SetLk(Ctx(req), H(fi), fi->lock_owner, ToLock(lock), block, Interrupted(req));
   ReplyErr(req, st);
 }
@@ -740,7 +741,7 @@ void OpFlock(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, int op) {
   if (AnswerInternal(req, &scope, ino, ENOLCK)) return;
   meta::LockType type = (op & LOCK_EX) ? meta::kWriteLock : (op & LOCK_SH) ? meta::kReadLock : meta::kUnlock;
   const bool block = !(op & LOCK_NB);
-  LongWait wait(block && type != meta::kUnlock);  // until the holder lets go
+  LongWait wait(block && type != meta::kUnlock, ino);  // until the holder lets go
   Status st = V(req)->Flock(Ctx(req), ino, fi->lock_owner, type, block, Interrupted(req));
   ReplyErr(req, st);
 }
@@ -824,56 +825,6 @@ fuse_lowlevel_ops MakeOps(bool xattrs) {
 
 }  // namespace
 
-Result<std::vector<std::string>> CheckOptions(const std::vector<std::string>& options) {
-  // High-level API options (fuse_new), with what to use instead.
-  static const std::pair<const char*, const char*> kHighLevel[] = {
-      {"entry_timeout", "--entry-cache"},
-      {"attr_timeout", "--attr-cache"},
-      {"negative_timeout", "--negative-entry-cache"},
-      {"ac_attr_timeout", "--attr-cache"},
-      {"kernel_cache", "nothing: the kernel keeps a file's pages while it is unchanged (close-to-open)"},
-      {"auto_cache", "nothing: the kernel keeps a file's pages while it is unchanged (close-to-open)"},
-      {"direct_io", "O_DIRECT in the program"},
-      {"use_ino", "nothing: inode numbers are always the volume's"},
-      {"readdir_ino", "nothing: inode numbers are always the volume's"},
-      {"hard_remove", "nothing: open files stay readable after unlink"},
-      {"nonempty", "--nonempty"},
-      {"umask", "chmod inside the volume"},
-      {"uid", "chown inside the volume"},
-      {"gid", "chgrp inside the volume"},
-      {"intr", "nothing: requests are always interruptible"},
-      {"modules", "nothing"},
-  };
-  // Obsolete (the kernel always does these) or for mount(8)/systemd only.
-  static const char* const kDropped[] = {"big_writes", "large_read", "_netdev", "nofail", "noauto", "auto",
-                                         "user", "users", "nouser", "owner", "group", "defaults"};
-  std::vector<std::string> pass;
-  for (const std::string& opt : options) {
-    if (opt.empty()) continue;
-    const std::string key = opt.substr(0, opt.find('='));
-    if (key.starts_with("x-") || key == "comment" ||
-        std::find(std::begin(kDropped), std::end(kDropped), key) != std::end(kDropped))
-      continue;
-    for (const auto& [name, instead] : kHighLevel) {
-      if (key == name)
-        return Status::Err(EINVAL, "-o " + opt + " is an option of libfuse's high-level API, which Tessera does not "
-                                                 "use; instead: " + instead);
-    }
-    // Whatever is left must be an option a low-level session takes: try it.
-    std::string arg0 = "tessera", dash_o = "-o", value = opt;
-    char* argv[] = {arg0.data(), dash_o.data(), value.data()};
-    fuse_args args = FUSE_ARGS_INIT(3, argv);
-    fuse_lowlevel_ops ops;
-    std::memset(&ops, 0, sizeof(ops));
-    fuse_session* se = fuse_session_new(&args, &ops, sizeof(ops), nullptr);
-    fuse_opt_free_args(&args);
-    if (!se) return Status::Err(EINVAL, "-o " + opt + ": not a FUSE mount option (see 'tessera mount --help')");
-    fuse_session_destroy(se);
-    pass.push_back(opt);
-  }
-  return pass;
-}
-
 // Watches for other clients' changes when asked to, and picks the kernel
 // cache timeouts accordingly (a failed watch keeps the configured ones).
 void StartCoherence(State* state) {
@@ -903,16 +854,15 @@ void StartCoherence(State* state) {
 }
 
 Status Serve(vfs::Vfs* vfs, const MountOptions& opts, const std::function<void(const Status&)>& on_mounted) {
-  WorkerLoopOptions loop;
-  if (const char* faults = std::getenv("TESSERA_FUSE_FAULTS"); faults && *faults) {
-    if (std::string_view(faults) != "drop-interrupts") {
-      Status st = Status::Err(EINVAL, fmt::format("TESSERA_FUSE_FAULTS: unknown fault '{}' (known: drop-interrupts)", faults));
-      on_mounted(st);
-      return st;
-    }
-    LOG_WARN("FUSE: injecting faults (drop-interrupts: every FUSE_INTERRUPT is ignored)");
-    loop.drop_interrupts = true;
+  const char* fault_spec = std::getenv("TESSERA_FUSE_FAULTS");
+  Result<FuseFaults> faults = ParseFuseFaults(fault_spec ? fault_spec : "");
+  if (!faults.ok()) {
+    on_mounted(faults.status());
+    return faults.status();
   }
+  if (faults->any()) LOG_WARN("FUSE: injecting faults ({})", fault_spec);
+  WorkerLoopOptions loop;
+  loop.drop_interrupts = faults->drop_interrupts;
   State state{vfs, opts};
   InternalFiles internal(opts.internal_prefix, opts.internal_files_public,
                          [labels = opts.metrics_labels] { return metrics::TextFormat(labels); }, opts.config_json);
@@ -984,7 +934,9 @@ Status Serve(vfs::Vfs* vfs, const MountOptions& opts, const std::function<void(c
     return failed(Status::Err(EIO, "cannot mount at " + opts.mount_point + " (is /dev/fuse available?)"), true, false);
   UringHandle uring;
   if (opts.io_uring) {
-    auto q = StartUring(se, UringOptions{});
+    UringOptions uring_opts;
+    uring_opts.slow_growth = faults->slow_ring_growth;
+    auto q = StartUring(se, uring_opts);
     if (!q.ok()) return failed(q.status(), true, true);
     uring = std::move(q).value();
   }

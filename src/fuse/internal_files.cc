@@ -59,7 +59,7 @@ Status InternalFiles::Open(const meta::Context& ctx, meta::Ino ino, int flags, H
 
 std::string InternalFiles::Read(Handle* h, uint64_t off, size_t size, const std::function<bool()>& interrupted) {
   if (h->kind == kAccessLog) {
-    LongWait wait;  // until other requests are logged
+    LongWait wait(true, kBase + kAccessLog);  // until other requests are logged
     return log_.Read(h->reader.get(), size, interrupted);
   }
   if (off >= h->content.size()) return "";

@@ -16,10 +16,10 @@ thread_local const LongWaitHooks* t_hooks = nullptr;
 
 void SetLongWaitHooks(const LongWaitHooks* hooks) { t_hooks = hooks; }
 
-LongWait::LongWait(bool waits) {
+LongWait::LongWait(bool waits, uint64_t ino) {
   if (!waits || t_hooks == nullptr || t_hooks->begin == nullptr) return;
   hooks_ = t_hooks;
-  hooks_->begin(hooks_->arg);
+  hooks_->begin(hooks_->arg, ino);
 }
 
 LongWait::~LongWait() {

@@ -15,17 +15,18 @@ namespace tessera::fuse {
 // What the loop that serves this thread's requests does when one of them
 // starts and ends a long wait; set on each of its threads.
 struct LongWaitHooks {
-  void (*begin)(void* arg) = nullptr;
+  void (*begin)(void* arg, uint64_t ino) = nullptr;  // ino: what the request waits on
   void (*end)(void* arg) = nullptr;
   void* arg = nullptr;
 };
 void SetLongWaitHooks(const LongWaitHooks* hooks);
 
 // Marks a long wait for its lifetime (none when `waits` is false, e.g. a
-// lock request that does not block).
+// lock request that does not block) on inode `ino`, a file its caller has
+// open (so the kernel knows the inode while the wait lasts).
 class LongWait {
  public:
-  explicit LongWait(bool waits = true);
+  LongWait(bool waits, uint64_t ino);
   ~LongWait();
   LongWait(const LongWait&) = delete;
   LongWait& operator=(const LongWait&) = delete;

@@ -117,7 +117,10 @@ class UringQueues {
                                     "FUSE io_uring entries that failed and were registered again")),
         grown_(metrics::NewCounter("tessera_fuse_uring_entries_added_total",
                                    "FUSE io_uring entries added to a CPU's queue so that requests in long waits "
-                                   "(locks, .accesslog) cannot hold all of them")) {}
+                                   "(locks, .accesslog) cannot hold all of them")),
+        kicks_(metrics::NewCounter("tessera_fuse_uring_kicks_total",
+                                   "Requests the client had the kernel queue on a CPU after adding an entry to its "
+                                   "queue, so that requests waiting there for an entry are served")) {}
   ~UringQueues() { Stop(); }
 
   // Sets up every ring and entry (an error here fails the mount), then
@@ -155,6 +158,7 @@ class UringQueues {
     LongWaitHooks long_wait_hooks;  // this thread's, arg = this
     io_uring ring{};
     bool ring_ready = false;
+    bool grown = false;  // added by LongWaitStarts, not at the start
     Entry e;
     iovec iov[2]{};
     std::thread thread;
@@ -222,6 +226,37 @@ class UringQueues {
     return highest + 1;
   }
 
+  // Has the kernel queue a request on the calling thread's CPU, `cpu`
+  // (uring_loop.h): a FUSE_NOTIFY_RETRIEVE of 0 bytes of a file, which the
+  // kernel answers with a FUSE_NOTIFY_REPLY request, served by Process like
+  // any other. The file is the one the CPU's latest long wait waits on: its
+  // caller has it open, so the kernel knows the inode (6.18 takes only
+  // regular files, not the root).
+  void Kick(int fd, int cpu) {
+    struct {
+      fuse_out_header out;
+      fuse_notify_retrieve_out arg;
+    } msg{};
+    static_assert(sizeof(msg) == sizeof(fuse_out_header) + sizeof(fuse_notify_retrieve_out));
+    msg.out.len = sizeof(msg);
+    msg.out.error = FUSE_NOTIFY_RETRIEVE;  // unique 0: a notification
+    msg.arg.notify_unique = next_kick_.fetch_add(2);  // odd: the kernel's own request ids are even
+    msg.arg.nodeid = cpus_[size_t(cpu)].wait_ino.load();
+    if (msg.arg.nodeid == 0) msg.arg.nodeid = FUSE_ROOT_ID;  // (no long wait yet: an entry registered again)
+    if (::write(fd, &msg, sizeof(msg)) == ssize_t(sizeof(msg))) {
+      kicks_->Inc();
+      return;
+    }
+    const int err = errno;
+    errors_->Inc();
+    // ENOENT: the kernel forgot the inode, so its wait ended, and that
+    // request's reply handed its entry a waiting request.
+    if (err != ENOENT && !kick_warned_.exchange(true))
+      LOG_WARN("FUSE io_uring: cannot have the kernel queue a request after adding an entry ({}): a request made "
+               "while its CPU's entries were all in long waits may wait for the next request from that CPU",
+               std::strerror(err));
+  }
+
   // Turns the request in the entry into /dev/fuse's format (the header, the
   // fixed argument and the payload, one after the other) and has libfuse
   // serve it; the writev hook puts the reply into the entry.
@@ -232,6 +267,14 @@ class UringQueues {
     e.unique = in.unique;
     e.replied = false;
     const size_t op_in = in.len - sizeof(in) - payload;
+    if (in.opcode == FUSE_NOTIFY_REPLY) {
+      // A Kick's: nothing to do but commit it (with an error: it carries no
+      // data), which hands this entry the oldest waiting request.
+      const fuse_out_header out{uint32_t(sizeof(fuse_out_header)), -ECANCELED, in.unique};
+      std::memcpy(e.header->in_out, &out, sizeof(out));
+      e.header->ent.payload_sz = 0;
+      return;
+    }
     if (in.len >= sizeof(in) + payload && op_in <= sizeof(e.header->op_in) && payload <= e.payload_size) {
       char* start = e.payload() - op_in - sizeof(in);
       std::memcpy(start, &in, sizeof(in));
@@ -286,11 +329,21 @@ class UringQueues {
       }
     };
     prepare(kCmdRegister, 0);
+    // A Kick once the entry is registered, if requests may be waiting for
+    // one: for an added entry, and for one registered again after a failure.
+    bool kick = q->grown;
+    if (q->grown && opts_.slow_growth)
+      for (int i = 0; i < 20 && !stop_.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
     while (!stop_.load()) {
-      // Submits what is queued; after a failure it stays queued.
+      // Submits what is queued; after a failure it stays queued. A REGISTER
+      // is done when this returns (the kernel registers the entry inline).
       if (int rc = io_uring_submit(&q->ring); rc < 0 && rc != -EINTR) {
         failed("cannot submit", -rc);
         continue;
+      }
+      if (kick) {
+        kick = false;
+        Kick(fd, q->cpu);
       }
       io_uring_cqe* cqe = nullptr;
       __kernel_timespec wait{0, 100 * 1000 * 1000};  // to see stop_
@@ -309,6 +362,7 @@ class UringQueues {
       if (res < 0) {  // the entry is gone (a failed commit is not re-armed): a new one
         failed("the entry failed", -res);
         prepare(kCmdRegister, 0);
+        kick = fetched || q->grown;  // (before the ring is ready, requests go to /dev/fuse)
         continue;
       }
       fetched = true;
@@ -323,15 +377,16 @@ class UringQueues {
     auto q = std::make_unique<Queue>();
     q->cpu = cpu;
     q->owner = this;
-    q->long_wait_hooks.begin = [](void* self) {
+    q->long_wait_hooks.begin = [](void* self, uint64_t ino) {
       auto* me = static_cast<Queue*>(self);
-      me->owner->LongWaitStarts(me->cpu);
+      me->owner->LongWaitStarts(me->cpu, ino);
     };
     q->long_wait_hooks.end = [](void* self) {
       auto* me = static_cast<Queue*>(self);
       me->owner->LongWaitEnds(me->cpu);
     };
     q->long_wait_hooks.arg = q.get();
+    q->grown = start;
     RETURN_IF_ERROR(q->Init(std::max<size_t>(opts_.max_write, 8192)));
     if (start) q->thread = std::thread([this, q = q.get()] { Serve(q); });
     queues_.push_back(std::move(q));
@@ -348,8 +403,9 @@ class UringQueues {
   static constexpr int kFreeOfWaits = 2;
   static constexpr int kMaxEntriesPerCpu = 4096;
 
-  void LongWaitStarts(int cpu) {
+  void LongWaitStarts(int cpu, uint64_t ino) {
     CpuQueue& c = cpus_[size_t(cpu)];
+    c.wait_ino.store(ino);
     const int waits = c.long_waits.fetch_add(1) + 1;
     if (waits <= c.entries.load() - kFreeOfWaits) return;
     std::lock_guard lock(mu_);
@@ -376,6 +432,7 @@ class UringQueues {
   struct CpuQueue {
     std::atomic<int> entries{0};       // registered (or being registered), one thread each
     std::atomic<int> long_waits{0};    // entries whose request is in a LongWait
+    std::atomic<uint64_t> wait_ino{0}; // what the latest of them waits on (a Kick's inode)
   };
 
   fuse_session* const se_;
@@ -383,6 +440,9 @@ class UringQueues {
   metrics::Counter* const served_;
   metrics::Counter* const errors_;
   metrics::Counter* const grown_;
+  metrics::Counter* const kicks_;
+  std::atomic<uint64_t> next_kick_{1};   // a Kick's notify_unique: odd
+  std::atomic<bool> kick_warned_{false};
   std::atomic<bool> stop_{false};
   std::mutex mu_;                               // guards queues_ once threads run, and stop_'s setting
   std::vector<CpuQueue> cpus_;                  // by CPU number; sized once by Start

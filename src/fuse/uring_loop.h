@@ -24,6 +24,16 @@
 // from that CPU go to the queue's other threads, of which the queue keeps at
 // least two free of long waits (long_wait.h: locks, .accesslog) by adding
 // entries.
+//
+// A request made while its CPU's queue has no free entry waits in the
+// kernel, and the kernel hands it to an entry only when one commits a reply
+// (Linux 6.14 to 6.18: registering a new entry does not). So after adding an
+// entry, its thread has the kernel queue one request of its own on that CPU
+// (a FUSE_NOTIFY_RETRIEVE of 0 bytes of a file a long wait there waits on
+// makes the kernel send a FUSE_NOTIFY_REPLY), which takes the new entry and,
+// once answered, hands the entry the oldest waiting request. Without it, requests queued while
+// every entry was in a long wait and the new one not yet registered waited
+// until another request came from that CPU.
 #pragma once
 
 #include <memory>
@@ -37,6 +47,9 @@ namespace tessera::fuse {
 struct UringOptions {
   unsigned threads_per_cpu = 8;  // each with one entry: requests of one CPU served at once, at most
   size_t max_write = 1u << 20;   // the mount's max_write: the size of each entry's payload buffer
+  // Fault injection (TESSERA_FUSE_FAULTS=slow-ring-growth, faults.h): an
+  // added entry registers 2 s late.
+  bool slow_growth = false;
 };
 
 // Whether the kernel lets FUSE servers use io_uring.

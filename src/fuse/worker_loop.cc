@@ -49,7 +49,7 @@ class WorkerLoop {
       : se_(se), max_workers_(opts.max_workers > 0 ? opts.max_workers : 1),
         readers_target_(opts.readers > 0 ? opts.readers : 1), drop_interrupts_(opts.drop_interrupts) {
     sem_init(&finished_, 0, 0);
-    long_wait_hooks_.begin = [](void* self) { static_cast<WorkerLoop*>(self)->LongWaitStarts(); };
+    long_wait_hooks_.begin = [](void* self, uint64_t) { static_cast<WorkerLoop*>(self)->LongWaitStarts(); };
     long_wait_hooks_.end = [](void* self) { static_cast<WorkerLoop*>(self)->long_waits_.fetch_sub(1); };
     long_wait_hooks_.arg = this;
   }

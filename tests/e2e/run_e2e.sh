@@ -90,16 +90,6 @@ try:
 except Alarm:
     if time.time() - t > 3: sys.exit("interrupted only after %.1f s" % (time.time() - t))' "$1"
 }
-# waiting_in_fuse PID: waits (at most 5 s) until process PID sleeps in a
-# FUSE request (its wchan is the kernel's request_wait_answer).
-waiting_in_fuse() {
-  local _
-  for _ in $(seq 1 50); do
-    [ "$(cat "/proc/$1/wchan" 2>/dev/null)" = request_wait_answer ] && return 0
-    sleep 0.1
-  done
-  return 1
-}
 # How many objects listed in FILE still exist after waiting up to SECONDS
 # (default 10) for background deletion.
 objects_left_after_wait() {

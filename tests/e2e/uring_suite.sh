@@ -8,8 +8,13 @@
 #     CPU, and files and names made through the rings read back through
 #     another mount of the volume; 20 processes waiting for a lock on one CPU
 #     do not stop the release of that lock (made on that CPU) nor a create
-#     there: the queue grows; nor do 8 readers of .accesslog there; unmount
-#     ends the client.
+#     there: the queue grows; nor do 8 readers of .accesslog there; a request
+#     made on a CPU while its entries all hold lock waits and the entries
+#     added for them are not registered yet is served once they are
+#     (TESSERA_FUSE_FAULTS=slow-ring-growth delays them 2 s); unmount ends
+#     the client. Every access to a ring mount that could hang is bounded,
+#     and a hang is reported (what the waiting processes and the client's
+#     threads wait on) before the mount is aborted.
 #  3. The POSIX, fsx, concurrency, persist and crash suites (run_e2e.sh) on
 #     --io-uring mounts.
 # Needs root; changes /sys/module/fuse/parameters/enable_uring and puts back
@@ -106,8 +111,8 @@ for _ in $(seq 1 8); do
 done
 sleep 0.5
 # (A new file: requests the kernel cannot answer from its caches.)
-timeout 10 taskset -c 0 touch "$MNT/d/probe1" ||
-  { abort_fuse "$MNT"; fail "a file create on CPU 0 did not finish within 10 s while 8 .accesslog readers waited there"; }
+bounded "$MNT" 10 taskset -c 0 touch "$MNT/d/probe1" ||
+  fail "a file create on CPU 0 did not finish within 10 s while 8 .accesslog readers waited there (see above)"
 kill "${readers[@]}" 2>/dev/null || true
 rc=0
 wait_or_abort "$MNT" 10 "${readers[@]}" || rc=$?
@@ -118,7 +123,7 @@ log "the create answered; the readers ended when killed"
 # 8 entries) must not leave the request that releases the lock, or a create,
 # without an entry. The queue grows instead.
 log "20 lock waiters on one CPU: its queue grows, the lock is released, all of them get it"
-touch "$MNT/lockf"
+bounded "$MNT" 10 touch "$MNT/lockf" || fail "creating lockf did not finish within 10 s (see above)"
 taskset -c 0 flock "$MNT/lockf" sleep 1 &
 holder=$!
 sleep 0.3
@@ -128,15 +133,55 @@ for _ in $(seq 1 20); do
   waiters+=($!)
 done
 sleep 0.3
-timeout 10 taskset -c 0 touch "$MNT/d/probe2" ||
-  { abort_fuse "$MNT"; fail "a file create on CPU 0 did not finish within 10 s while 20 lock waiters were queued there"; }
+bounded "$MNT" 10 taskset -c 0 touch "$MNT/d/probe2" ||
+  fail "a file create on CPU 0 did not finish within 10 s while 20 lock waiters were queued there (see above)"
 rc=0
 wait_or_abort "$MNT" 30 "$holder" "${waiters[@]}" || rc=$?
-[ "$rc" -ne 2 ] || fail "lock waiters on CPU 0 still waiting 30 s after the holder's 1 s (deadlock: no entry for the release)"
+[ "$rc" -ne 2 ] || fail "lock waiters on CPU 0 still waiting 30 s after the holder's 1 s (deadlock: no entry for the release; see above)"
 [ "$rc" -eq 0 ] || fail "a flock on the ring mount failed"
-added=$(awk '/^tessera_fuse_uring_entries_added_total/ {print $2}' "$MNT/.stats")
+bounded "$MNT" 10 cp "$MNT/.stats" "$WORK/stats" || fail "reading .stats did not finish within 10 s (see above)"
+added=$(awk '/^tessera_fuse_uring_entries_added_total/ {print $2}' "$WORK/stats")
 [ "${added:-0}" -ge 1 ] || fail "CPU 0's queue did not grow for 20 lock waiters (entries added: ${added:-none})"
 log "all 21 got the lock; $added entries added"
+
+# A request made on a CPU whose entries all wait, while the entries added
+# for those waits are not registered yet, waits in the kernel's queue, and
+# registering an entry does not hand it over; the client then has the
+# kernel queue a request of its own there (a kick), and answering that one
+# does. The fault makes the added entries register 2 s late.
+if [ "$cpus" -ge 2 ]; then
+  log "a request made on CPU 0 while its 8 entries all hold lock waits, and the 2 added for them register 2 s late, is served"
+  TESSERA_FUSE_FAULTS=slow-ring-growth "$TESSERA" mount "$META" "$MNT2" -d --log "$WORK/mount3.log" --io-uring
+  bounded "$MNT2" 10 touch "$MNT2/lock3" || fail "creating lock3 did not finish within 10 s (see above)"
+  taskset -c 1 flock "$MNT2/lock3" sh -c 'touch "$1/held3"; while [ ! -e "$1/release3" ]; do sleep 0.1; done' _ "$WORK" &
+  holder=$!
+  for _ in $(seq 1 100); do [ -e "$WORK/held3" ] && break; sleep 0.1; done
+  [ -e "$WORK/held3" ] || fail "the holder on CPU 1 did not get lock3 within 10 s"
+  waiters=()
+  for _ in $(seq 1 8); do
+    taskset -c 0 flock "$MNT2/lock3" true &
+    waiters+=($!)
+  done
+  for w in "${waiters[@]}"; do waiting_in_fuse "$w" || fail "lock waiter $w on CPU 0 is not waiting in a FUSE request"; done
+  t0=$(date +%s%N)
+  taskset -c 0 cat "$MNT2/.stats" >"$WORK/stats3" &
+  rc=0
+  wait_or_abort "$MNT2" 15 $! || rc=$?
+  [ "$rc" -ne 2 ] || fail "a read of .stats on CPU 0 was not served 15 s after it was made (the added entries registered after 2 s; see above)"
+  [ "$rc" -eq 0 ] || fail "reading .stats on CPU 0 failed"
+  held_ms=$((($(date +%s%N) - t0) / 1000000))
+  # It waited for the added entries: else this did not test the case.
+  [ "$held_ms" -ge 300 ] || fail "the read of .stats was served in $held_ms ms: it did not wait for an entry"
+  kicks=$(awk '/^tessera_fuse_uring_kicks_total/ {print $2}' "$WORK/stats3")
+  [ "${kicks:-0}" -ge 1 ] || fail "the read was served before any kick (kicks: ${kicks:-none})"
+  log "served after $held_ms ms; kicks before its answer: $kicks"
+  touch "$WORK/release3"
+  rc=0
+  wait_or_abort "$MNT2" 30 "$holder" "${waiters[@]}" || rc=$?
+  [ "$rc" -ne 2 ] || fail "lock waiters on CPU 0 still waiting 30 s after the holder let go (see above)"
+  [ "$rc" -eq 0 ] || fail "a flock on the slow-growth mount failed"
+  "$TESSERA" umount "$MNT2" || fail "unmounting the slow-growth mount"
+fi
 "$TESSERA" umount "$MNT"
 for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
 kill -0 "$pid" 2>/dev/null && fail "the --io-uring client did not exit within 5 s of its unmount"
