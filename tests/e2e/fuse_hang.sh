@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by e2e suites that test for hangs in a FUSE mount: a process stuck
 # in a FUSE request ignores every signal but SIGKILL (and some not even
 # that), so a hang found is ended by aborting the mount's connection, which

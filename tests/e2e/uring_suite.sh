@@ -153,6 +153,7 @@ if [ "$cpus" -ge 2 ]; then
   log "a request made on CPU 0 while its 8 entries all hold lock waits, and the 2 added for them register 2 s late, is served"
   TESSERA_FUSE_FAULTS=slow-ring-growth "$TESSERA" mount "$META" "$MNT2" -d --log "$WORK/mount3.log" --io-uring
   bounded "$MNT2" 10 touch "$MNT2/lock3" || fail "creating lock3 did not finish within 10 s (see above)"
+  # shellcheck disable=SC2016 # (expanded by the inner sh)
   taskset -c 1 flock "$MNT2/lock3" sh -c 'touch "$1/held3"; while [ ! -e "$1/release3" ]; do sleep 0.1; done' _ "$WORK" &
   holder=$!
   for _ in $(seq 1 100); do [ -e "$WORK/held3" ] && break; sleep 0.1; done
