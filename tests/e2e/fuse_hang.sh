@@ -57,7 +57,7 @@ wait_or_abort() {
       fi
       sleep 0.1
     done
-    wait "$p" || rc=1
+    wait "$p" 2>/dev/null || rc=1  # (no "Killed" line for a process the caller killed)
   done
   return "$rc"
 }
