@@ -20,9 +20,10 @@
 # A hang is reported (what the stuck processes and the client's threads wait
 # on, tests/e2e/fuse_hang.sh), the mount aborted, and the campaign stops.
 #
-# Usage: scripts/campaigns/uring_waits.sh [--rounds N | --quick] [--seed N] [--keep]
-#   --rounds N  default 100; --quick = 6
-#   --seed N    seeds the choices (default: random, printed)
+# Usage: scripts/campaigns/uring_waits.sh [--rounds N | --quick] [--slow-growth] [--seed N] [--keep]
+#   --rounds N     default 100; --quick = 6
+#   --slow-growth  every round with the fault, not every other one
+#   --seed N       seeds the choices (default: random, printed)
 # Binary: $TESSERA (default build/src/tessera). Needs root, /dev/fuse, python3
 # and a kernel with FUSE io_uring (6.14+); turns the fuse module's
 # enable_uring on and puts back the value it found. Prints one summary line;
@@ -32,11 +33,13 @@ CAMPAIGN=uring-waits
 ROUNDS=100
 SEED=$((RANDOM * 32768 + RANDOM))
 KEEP=0
+SLOW_ALWAYS=0
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case $1 in
     --rounds) ROUNDS=${2:?}; shift ;;
     --quick) ROUNDS=6 ;;
+    --slow-growth) SLOW_ALWAYS=1 ;;
     --seed) SEED=${2:?}; shift ;;
     --keep) KEEP=1 ;;
     -h | --help) usage ;;
@@ -58,6 +61,7 @@ mkdir -p "$MNT"
 cp "$TESSERA" "$WORK/tessera"  # a rebuild meanwhile must not change the binary
 TESSERA=$WORK/tessera
 FAILED=0
+export HANG_BACKTRACES=$WORK/backtraces.txt  # (hang_report)
 cleanup() {
   touch "$WORK/release" 2>/dev/null || true
   if mountpoint -q "$MNT" 2>/dev/null; then abort_fuse "$MNT"; umount -l "$MNT" 2>/dev/null || true; fi
@@ -111,7 +115,7 @@ probe() {
 waiters_total=0 readers_total=0 probes_total=0 killed_total=0 kicks_total=0 added_total=0
 for round in $(seq 1 "$ROUNDS"); do
   faults=
-  [ $((round % 2)) = 0 ] && faults=slow-ring-growth
+  [ $((round % 2)) = 0 ] || [ "$SLOW_ALWAYS" = 1 ] && faults=slow-ring-growth
   TESSERA_FUSE_FAULTS=$faults "$TESSERA" mount "$META" "$MNT" -d --log "$WORK/mount.log" --io-uring >/dev/null ||
     fail "mount ${faults:+($faults) }failed"
   bounded "$MNT" 15 mkdir -p "$MNT/p" || fail "mkdir through a fresh mount"

@@ -398,8 +398,12 @@ class UringQueues {
   // .accesslog) holds its entry all the while. If such waits on one CPU could
   // take every entry of its queue, the request that ends them, made on that
   // CPU, would find none: a deadlock. So a CPU's queue keeps kFreeOfWaits
-  // entries that no long wait holds, and grows by one entry (and thread)
-  // when a wait would take one of them. Entries stay until unmount.
+  // entries that no long wait holds, and grows by half its entries (and
+  // their threads) when a wait would take one of them. By half, not by one:
+  // requests that came while the queue had no free entry are handed to new
+  // entries one per Kick, so a run of long waits among them would otherwise
+  // be served one growth (a thread start and a registration) at a time.
+  // Entries stay until unmount.
   static constexpr int kFreeOfWaits = 2;
   static constexpr int kMaxEntriesPerCpu = 4096;
 
@@ -418,13 +422,16 @@ class UringQueues {
                cpu, c.entries.load(), waits);
       return;
     }
-    if (Status st = AddEntryLocked(cpu, true); !st.ok()) {
-      errors_->Inc();
-      LOG_WARN("FUSE io_uring: CPU {}'s queue: cannot add an entry for {} requests in long waits: {}", cpu, waits,
-               st.ToString());
-      return;
+    const int add = std::min(std::max(1, c.entries.load() / 2), kMaxEntriesPerCpu - c.entries.load());
+    for (int i = 0; i < add; ++i) {
+      if (Status st = AddEntryLocked(cpu, true); !st.ok()) {
+        errors_->Inc();
+        LOG_WARN("FUSE io_uring: CPU {}'s queue: cannot add an entry for {} requests in long waits: {}", cpu, waits,
+                 st.ToString());
+        return;
+      }
+      grown_->Inc();
     }
-    grown_->Inc();
   }
   void LongWaitEnds(int cpu) { cpus_[size_t(cpu)].long_waits.fetch_sub(1); }
 

@@ -21,7 +21,9 @@ abort_fuse() {
 }
 
 # hang_report MNT PID...: what the processes still alive wait for (to
-# stderr), and the threads of the client serving MNT, before an abort.
+# stderr), and the threads of the client serving MNT, before an abort. With
+# HANG_BACKTRACES set to a file and gdb installed, the client's threads'
+# backtraces go there too.
 hang_report() {
   local mnt=$1 p client
   shift
@@ -37,6 +39,10 @@ hang_report() {
     for t in /proc/"$client"/task/*; do
       echo "$(sed 's/[-0-9]*$//' "$t/comm" 2>/dev/null) $(cat "$t/wchan" 2>/dev/null)"
     done | sort | uniq -c >&2
+    if [ -n "${HANG_BACKTRACES:-}" ] && command -v gdb >/dev/null; then
+      timeout 60 gdb -p "$client" -batch -ex "thread apply all bt" >"$HANG_BACKTRACES" 2>&1 || true
+      echo "--- the client's backtraces: $HANG_BACKTRACES" >&2
+    fi
   fi
   echo "--- FUSE connection $(fuse_conn "$mnt"): $(cat "/sys/fs/fuse/connections/$(fuse_conn "$mnt")/waiting" 2>/dev/null) requests waiting" >&2
 }
@@ -57,7 +63,7 @@ wait_or_abort() {
       fi
       sleep 0.1
     done
-    wait "$p" 2>/dev/null || rc=1  # (no "Killed" line for a process the caller killed)
+    wait "$p" 2>/dev/null || rc=1  # (its "Killed" line, if bash reports it here: the caller killed it)
   done
   return "$rc"
 }

@@ -150,7 +150,7 @@ log "all 21 got the lock; $added entries added"
 # kernel queue a request of its own there (a kick), and answering that one
 # does. The fault makes the added entries register 2 s late.
 if [ "$cpus" -ge 2 ]; then
-  log "a request made on CPU 0 while its 8 entries all hold lock waits, and the 2 added for them register 2 s late, is served"
+  log "a request made on CPU 0 while its 8 entries all hold lock waits, and those added for them register 2 s late, is served"
   TESSERA_FUSE_FAULTS=slow-ring-growth "$TESSERA" mount "$META" "$MNT2" -d --log "$WORK/mount3.log" --io-uring
   bounded "$MNT2" 10 touch "$MNT2/lock3" || fail "creating lock3 did not finish within 10 s (see above)"
   # shellcheck disable=SC2016 # (expanded by the inner sh)
