@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -60,6 +61,9 @@ struct State {
   vfs::Vfs* vfs;
   MountOptions opts;
   fuse_session* se = nullptr;  // set before the session loop starts
+  // Set once the /dev/fuse loop returned (which resets the session's exited
+  // flag): the io_uring threads still to be joined must end their waits.
+  std::atomic<bool> ending{false};
   InternalFiles* internal = nullptr;
   std::array<OpMetrics, kFuseOpCount> ops{};
   metrics::Counter* read_bytes = nullptr;
@@ -73,12 +77,15 @@ vfs::Handle* H(const fuse_file_info* fi) { return reinterpret_cast<vfs::Handle*>
 
 // Whether a request in a long wait (long_wait.h) should end with EINTR: the
 // kernel's FUSE_INTERRUPT (libfuse's flag) or, as that does not always come,
-// a signal its caller has pending (looked at every 100 ms at most). It keeps
-// state between calls: for the request's own thread, not concurrent calls.
+// a signal its caller has pending (looked at every 100 ms at most); or the
+// session ending (SIGTERM, unmount, an aborted connection), whose requests
+// no one waits for any more and whose threads the client joins before it
+// exits. It keeps state between calls: for the request's own thread, not
+// concurrent calls.
 std::function<bool()> Interrupted(fuse_req_t req) {
-  return [req, signals = CallerSignals(uint32_t(fuse_req_ctx(req)->pid)),
+  return [req, state = S(req), signals = CallerSignals(uint32_t(fuse_req_ctx(req)->pid)),
           next = std::chrono::steady_clock::time_point{}]() mutable {
-    if (fuse_req_interrupted(req) != 0) return true;
+    if (fuse_req_interrupted(req) != 0 || state->ending.load() || fuse_session_exited(state->se) != 0) return true;
     const auto now = std::chrono::steady_clock::now();
     if (now < next) return false;
     next = now + std::chrono::milliseconds(100);
@@ -501,10 +508,7 @@ void OpRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_in
   OpScope scope(req, kRead, "{},{},{}", ino, size, off);
   if (IsInternal(ino)) {
     scope.Internal();
-    fuse_session* se = S(req)->se;
-    std::string data = Internal(req)->Read(IH(fi), uint64_t(off), size, [se, interrupted = Interrupted(req)] {
-      return interrupted() || (se && fuse_session_exited(se) != 0);
-    });
+    std::string data = Internal(req)->Read(IH(fi), uint64_t(off), size, Interrupted(req));
     if (data.empty() && IH(fi)->kind == InternalFiles::kAccessLog) return ReplyErrno(req, EINTR);
     fuse_reply_buf(req, data.data(), data.size());
     return;
@@ -944,6 +948,7 @@ Status Serve(vfs::Vfs* vfs, const MountOptions& opts, const std::function<void(c
   loop.max_workers = unsigned(std::max(opts.max_threads, 1));
   loop.readers = std::min(std::max(2 * std::thread::hardware_concurrency(), 4u), loop.max_workers);
   int rc = RunWorkerLoop(se, loop);
+  state.ending.store(true);
   uring.reset();  // its threads stop before the session goes
   teardown(true, true);
   return rc == 0 ? Status::OK() : Status::Err(EIO, "FUSE session ended with an error");

@@ -30,10 +30,10 @@
 // (Linux 6.14 to 6.18: registering a new entry does not). So after adding an
 // entry, its thread has the kernel queue one request of its own on that CPU
 // (a FUSE_NOTIFY_RETRIEVE of 0 bytes of a file a long wait there waits on
-// makes the kernel send a FUSE_NOTIFY_REPLY), which takes the new entry and,
-// once answered, hands the entry the oldest waiting request. Without it, requests queued while
-// every entry was in a long wait and the new one not yet registered waited
-// until another request came from that CPU.
+// makes the kernel send a FUSE_NOTIFY_REPLY), which takes the new entry
+// and, once answered, hands the entry the oldest waiting request. Without
+// it, requests queued while every entry was in a long wait and the new one
+// not yet registered waited until another request came from that CPU.
 #pragma once
 
 #include <memory>

@@ -249,6 +249,41 @@ f = open(sys.argv[1], "r+"); fcntl.lockf(f, fcntl.LOCK_EX); time.sleep(4)' "$d/i
     for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
     kill -0 "$pid" 2>/dev/null && fail "mount 2 still runs 10 s after SIGTERM"
     mountpoint -q "$MNT2" && fail "mount 2 still mounted after SIGTERM"
+    # A client told to stop, or whose connection is aborted, while requests
+    # still wait for a lock or for .accesslog lines: the waits end with the
+    # session (they held the client's exit for ever before).
+    for how in SIGTERM abort; do
+      log "a client whose lock waiter and .accesslog reader still wait exits on $how"
+      "$TESSERA" mount "$META" "$MNT2" -d --log "$WORK/mount2.log" ${TESSERA_E2E_MOUNT_OPTS:-}
+      pid=$(pgrep -f "tessera mount .* $MNT2 -d" | head -1)
+      [ -n "$pid" ] || fail "cannot find mount 2's process"
+      rm -f "$WORK/held-$how" "$WORK/release-$how"
+      : >"$MNT2/lock-$how"
+      # shellcheck disable=SC2016 # (expanded by the inner sh)
+      flock "$MNT2/lock-$how" sh -c 'touch "$1"; while [ ! -e "$2" ]; do sleep 0.1; done' _ \
+        "$WORK/held-$how" "$WORK/release-$how" &
+      holder=$!
+      for _ in $(seq 1 100); do [ -e "$WORK/held-$how" ] && break; sleep 0.1; done
+      [ -e "$WORK/held-$how" ] || fail "the holder did not get its lock within 10 s"
+      flock "$MNT2/lock-$how" true 2>/dev/null &
+      waiter=$!
+      cat "$MNT2/.accesslog" >/dev/null 2>&1 &
+      reader=$!
+      waiting_in_fuse "$waiter" || fail "the lock waiter is not waiting in a FUSE request"
+      waiting_in_fuse "$reader" || fail "the .accesslog reader is not waiting in a FUSE request"
+      if [ "$how" = SIGTERM ]; then kill -TERM "$pid"; else abort_fuse "$MNT2"; fi
+      for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+      if kill -0 "$pid" 2>/dev/null; then
+        hang_report "$MNT2" "$waiter" "$reader"
+        kill -KILL "$pid"
+        fail "mount 2's client still runs 10 s after $how, with a lock waiter and a reader waiting"
+      fi
+      touch "$WORK/release-$how"
+      rc=0
+      wait_or_abort "$MNT2" 10 "$holder" "$waiter" "$reader" || rc=$?
+      [ "$rc" -ne 2 ] || fail "the holder, waiter or reader still there 10 s after the client exited"
+      if mountpoint -q "$MNT2"; then umount -l "$MNT2"; fi
+    done
     log "a mount that may start no more threads (a pids cgroup at its count) still answers every request"
     if cg=$(pids_cgroup); then
       bash -c 'echo $$ >"$1/cgroup.procs" && exec "$2" mount "$3" "$4" -d --log "$5"' \
