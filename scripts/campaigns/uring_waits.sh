@@ -97,7 +97,7 @@ POSIX_HOLDER='import fcntl, os, sys, time
 with open(sys.argv[1], "r+") as f:
     fcntl.lockf(f, fcntl.LOCK_EX)
     open(sys.argv[2] + "/held2", "w").close()
-    while not os.path.exists(sys.argv[2] + "/release"):
+    while not os.path.exists(sys.argv[2] + "/release") and os.path.isdir(sys.argv[2]):
         time.sleep(0.05)'
 
 # probe N: one short operation of kind N % 5 through the mount.
@@ -123,7 +123,7 @@ for round in $(seq 1 "$ROUNDS"); do
   rm -f "$WORK/release" "$WORK/held" "$WORK/held2"
   cpu
   # shellcheck disable=SC2016 # (expanded by the inner sh)
-  taskset -c "$CPU" flock "$MNT/lock" sh -c 'touch "$1/held"; while [ ! -e "$1/release" ]; do sleep 0.05; done' _ "$WORK" &
+  taskset -c "$CPU" flock "$MNT/lock" sh -c 'touch "$1/held"; while [ ! -e "$1/release" ] && [ -d "$1" ]; do sleep 0.05; done' _ "$WORK" &
   holder=$!
   cpu
   taskset -c "$CPU" python3 -c "$POSIX_HOLDER" "$MNT/lock" "$WORK" &

@@ -260,7 +260,7 @@ f = open(sys.argv[1], "r+"); fcntl.lockf(f, fcntl.LOCK_EX); time.sleep(4)' "$d/i
       rm -f "$WORK/held-$how" "$WORK/release-$how"
       : >"$MNT2/lock-$how"
       # shellcheck disable=SC2016 # (expanded by the inner sh)
-      flock "$MNT2/lock-$how" sh -c 'touch "$1"; while [ ! -e "$2" ]; do sleep 0.1; done' _ \
+      flock "$MNT2/lock-$how" sh -c 'touch "$1"; while [ ! -e "$2" ] && [ -e "$1" ]; do sleep 0.1; done' _ \
         "$WORK/held-$how" "$WORK/release-$how" &
       holder=$!
       for _ in $(seq 1 100); do [ -e "$WORK/held-$how" ] && break; sleep 0.1; done

@@ -155,7 +155,7 @@ if [ "$cpus" -ge 2 ]; then
   TESSERA_FUSE_FAULTS=slow-ring-growth "$TESSERA" mount "$META" "$MNT2" -d --log "$WORK/mount3.log" --io-uring
   bounded "$MNT2" 10 touch "$MNT2/lock3" || fail "creating lock3 did not finish within 10 s (see above)"
   # shellcheck disable=SC2016 # (expanded by the inner sh)
-  taskset -c 1 flock "$MNT2/lock3" sh -c 'touch "$1/held3"; while [ ! -e "$1/release3" ]; do sleep 0.1; done' _ "$WORK" &
+  taskset -c 1 flock "$MNT2/lock3" sh -c 'touch "$1/held3"; while [ ! -e "$1/release3" ] && [ -d "$1" ]; do sleep 0.1; done' _ "$WORK" &
   holder=$!
   for _ in $(seq 1 100); do [ -e "$WORK/held3" ] && break; sleep 0.1; done
   [ -e "$WORK/held3" ] || fail "the holder on CPU 1 did not get lock3 within 10 s"
