@@ -82,10 +82,12 @@ vfs::Handle* H(const fuse_file_info* fi) { return reinterpret_cast<vfs::Handle*>
 // no one waits for any more and whose threads the client joins before it
 // exits. It keeps state between calls: for the request's own thread, not
 // concurrent calls.
+bool SessionEnding(const State* state) { return state->ending.load() || fuse_session_exited(state->se) != 0; }
+
 std::function<bool()> Interrupted(fuse_req_t req) {
   return [req, state = S(req), signals = CallerSignals(uint32_t(fuse_req_ctx(req)->pid)),
           next = std::chrono::steady_clock::time_point{}]() mutable {
-    if (fuse_req_interrupted(req) != 0 || state->ending.load() || fuse_session_exited(state->se) != 0) return true;
+    if (fuse_req_interrupted(req) != 0 || SessionEnding(state)) return true;
     const auto now = std::chrono::steady_clock::now();
     if (now < next) return false;
     next = now + std::chrono::milliseconds(100);
@@ -705,6 +707,15 @@ void OpAccess(fuse_req_t req, fuse_ino_t ino, int mask) {
   ReplyErr(req, V(req)->Access(Ctx(req), ino, mask));
 }
 
+// A lock wait ended by the session ending, not by a signal, is ENOTCONN, as
+// the kernel answers once the client is gone: the kernel turns a lock's
+// EINTR into a restart, which with no signal pending reaches the caller as
+// errno 512.
+Status LockWaitEnded(fuse_req_t req, const Status& st) {
+  if (st.code() == EINTR && SessionEnding(S(req))) return Status::Err(ENOTCONN, "the mount is ending");
+  return st;
+}
+
 meta::PosixLock ToLock(const struct flock* l) {
   meta::PosixLock lk;
   lk.type = l->l_type == F_RDLCK ? meta::kReadLock : l->l_type == F_WRLCK ? meta::kWriteLock : meta::kUnlock;
@@ -737,7 +748,7 @@ void OpSetlk(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, struct flock* l
   const bool block = sleep != 0;
   LongWait wait(block && lock->l_type != F_UNLCK, ino);  // until the holder lets go
   Status st = V(req)->SetLk(Ctx(req), H(fi), fi->lock_owner, ToLock(lock), block, Interrupted(req));
-  ReplyErr(req, st);
+  ReplyErr(req, LockWaitEnded(req, st));
 }
 
 void OpFlock(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, int op) {
@@ -747,7 +758,7 @@ void OpFlock(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, int op) {
   const bool block = !(op & LOCK_NB);
   LongWait wait(block && type != meta::kUnlock, ino);  // until the holder lets go
   Status st = V(req)->Flock(Ctx(req), ino, fi->lock_owner, type, block, Interrupted(req));
-  ReplyErr(req, st);
+  ReplyErr(req, LockWaitEnded(req, st));
 }
 
 void OpFallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length, fuse_file_info* fi) {

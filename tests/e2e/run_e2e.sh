@@ -265,7 +265,7 @@ f = open(sys.argv[1], "r+"); fcntl.lockf(f, fcntl.LOCK_EX); time.sleep(4)' "$d/i
       holder=$!
       for _ in $(seq 1 100); do [ -e "$WORK/held-$how" ] && break; sleep 0.1; done
       [ -e "$WORK/held-$how" ] || fail "the holder did not get its lock within 10 s"
-      flock "$MNT2/lock-$how" true 2>/dev/null &
+      flock "$MNT2/lock-$how" true 2>"$WORK/waiter-$how.err" &
       waiter=$!
       cat "$MNT2/.accesslog" >/dev/null 2>&1 &
       reader=$!
@@ -282,6 +282,9 @@ f = open(sys.argv[1], "r+"); fcntl.lockf(f, fcntl.LOCK_EX); time.sleep(4)' "$d/i
       rc=0
       wait_or_abort "$MNT2" 10 "$holder" "$waiter" "$reader" || rc=$?
       [ "$rc" -ne 2 ] || fail "the holder, waiter or reader still there 10 s after the client exited"
+      # Not the kernel's restart code (errno 512), which EINTR became.
+      grep -qE "Transport endpoint is not connected|Software caused connection abort" "$WORK/waiter-$how.err" ||
+        fail "the lock waiter's error after $how: $(cat "$WORK/waiter-$how.err")"
       if mountpoint -q "$MNT2"; then umount -l "$MNT2"; fi
     done
     log "a mount that may start no more threads (a pids cgroup at its count) still answers every request"
