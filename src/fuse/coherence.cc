@@ -75,12 +75,18 @@ double Coherence::NegativeTimeout(uint64_t seq, Ino parent, const std::string& n
   return t.entry;
 }
 
-// Holds negatives_mu_.
+// Not while holding negatives_mu_: an invalidation waits for the lookups in
+// progress in its directory, and one of them may be waiting for that mutex
+// (NegativeTimeout) before it can answer: a deadlock (seen in CI as a copy
+// stuck in a lookup while the Redis watcher reconnected).
 void Coherence::DropNegatives(fuse_session* se) {
-  for (const auto& [parent, name] : negatives_)
-    (void)fuse_lowlevel_notify_inval_entry(se, parent, name.data(), name.size());
-  invalidations_->Inc(negatives_.size());
-  negatives_.clear();
+  std::vector<std::pair<Ino, std::string>> names;
+  {
+    std::lock_guard lock(negatives_mu_);
+    names.swap(negatives_);
+  }
+  for (const auto& [parent, name] : names) (void)fuse_lowlevel_notify_inval_entry(se, parent, name.data(), name.size());
+  invalidations_->Inc(names.size());
 }
 
 void Coherence::Bump(const std::vector<meta::Change>& changes, bool lost) {
@@ -99,10 +105,12 @@ void Coherence::Apply(fuse_session* se, const std::vector<meta::Change>& changes
     return;
   }
   Bump(changes, false);
+  bool full = false;
   {
     std::lock_guard lock(negatives_mu_);
-    if (negatives_.size() >= kMaxNegatives) DropNegatives(se);
+    full = negatives_.size() >= kMaxNegatives;
   }
+  if (full) DropNegatives(se);
   for (const meta::Change& c : changes) {
     if (c.parent != 0) {
       (void)fuse_lowlevel_notify_inval_entry(se, c.parent, c.name.data(), c.name.size());
@@ -128,7 +136,6 @@ void Coherence::DropAll(fuse_session* se) {
   for (const auto& [parent, name] : names) (void)fuse_lowlevel_notify_inval_entry(se, parent, name.data(), name.size());
   for (Ino ino : inodes) (void)fuse_lowlevel_notify_inval_inode(se, ino, 0, 0);
   invalidations_->Inc(names.size() + inodes.size());
-  std::lock_guard lock(negatives_mu_);
   DropNegatives(se);
 }
 
