@@ -69,7 +69,8 @@ int Fail(const std::string& msg) {
   return 1;
 }
 
-Result<std::unique_ptr<meta::Meta>> OpenMeta(const std::string& url, bool must_exist) {
+Result<std::unique_ptr<meta::Meta>> OpenMeta(const std::string& url, bool must_exist,
+                                             const meta::OpenOptions& options) {
   if (must_exist && UrlScheme(url) == "sqlite3") {
     std::string path = url.substr(std::string("sqlite3://").size());
     auto q = path.find('?');
@@ -78,14 +79,14 @@ Result<std::unique_ptr<meta::Meta>> OpenMeta(const std::string& url, bool must_e
     if (!path.empty() && stat(path.c_str(), &st) != 0)
       return Status::Err(ENOENT, fmt::format("no volume at {}: run 'tessera format' first", RedactUrl(url)));
   }
-  auto m = meta::Open(url);
+  auto m = meta::Open(url, options);
   if (!m.ok()) return m.status().With("cannot open metadata engine " + RedactUrl(url));
   return m;
 }
 
-Result<Volume> OpenVolume(const std::string& meta_url) {
+Result<Volume> OpenVolume(const std::string& meta_url, const meta::OpenOptions& options) {
   Volume v;
-  ASSIGN_OR_RETURN(v.meta, OpenMeta(meta_url, /*must_exist=*/true));
+  ASSIGN_OR_RETURN(v.meta, OpenMeta(meta_url, /*must_exist=*/true, options));
   auto f = v.meta->Load();
   if (!f.ok()) {
     if (f.status().not_found())

@@ -22,7 +22,7 @@ struct Volume {
   std::unique_ptr<object::ObjectStore> store;
 };
 // Opens the volume at META-URL; ENOENT with a clear message when there is none.
-Result<Volume> OpenVolume(const std::string& meta_url);
+Result<Volume> OpenVolume(const std::string& meta_url, const meta::OpenOptions& options = {});
 
 // The object store options for storage/bucket with the s3 flags; region is
 // the volume's when flags is null (mount: credentials from the environment).
@@ -46,7 +46,8 @@ int Fail(const std::string& msg);
 // Opens the metadata engine of META-URL. With must_exist, a URL naming a
 // local database that does not exist yet is ENOENT ("no volume ...") and
 // nothing is created.
-Result<std::unique_ptr<meta::Meta>> OpenMeta(const std::string& url, bool must_exist);
+Result<std::unique_ptr<meta::Meta>> OpenMeta(const std::string& url, bool must_exist,
+                                             const meta::OpenOptions& options = {});
 
 // Calls fn for every regular file under `path` (inode root, a directory or
 // a file), breadth first, reading directories a page at a time through the

@@ -223,6 +223,7 @@ std::string ConfigJson(const MountOptions& o, const std::string& mount_point, co
                   {"compact_threshold", o.compact_threshold},
                   {"writeback", o.writeback},
                   {"upload_delay", o.upload_delay},
+                  {"commit_delay_ms", o.commit_delay_ms},
                   {"writeback_cache", o.writeback_cache},
                   {"io_uring", o.io_uring},
                   {"enable_xattr", o.enable_xattr},
@@ -259,7 +260,9 @@ void RaiseOpenFileLimit() {
 int Serve(const MountOptions& o, const std::string& mount_point, const std::function<void(const Status&)>& report) {
   RaiseOpenFileLimit();  // before the stores open (object::FileStore sizes its table of open files by it)
   RemoveWritebackState(mount_point);  // a flush request left by an earlier client
-  auto vol = OpenVolume(o.meta_url);
+  meta::OpenOptions meta_options;
+  meta_options.commit_delay = std::chrono::microseconds(int64_t(o.commit_delay_ms * 1000));
+  auto vol = OpenVolume(o.meta_url, meta_options);
   if (!vol.ok()) {
     report(vol.status());
     return 1;

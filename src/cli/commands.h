@@ -59,6 +59,9 @@ struct MountOptions {
   // (needs a cache dir; with file storage the default one is used for it).
   bool writeback = false;
   double upload_delay = 0;  // --writeback: seconds a staged block waits before its upload
+  // sqlite3: milliseconds a metadata change may wait to be committed with
+  // the ones after it (kv::SqliteOptions::commit_delay).
+  double commit_delay_ms = 1.0;
   std::vector<std::string> fuse_options;  // -o a,b,c
   uint64_t buffer_size_mib = 300;
   size_t max_uploads = 20;

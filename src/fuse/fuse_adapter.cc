@@ -633,9 +633,9 @@ void OpReleasedir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   OpScope scope(req, kReleasedir, "{}", ino);
   ReplyErr(req, V(req)->ReleaseDir(H(fi)));
 }
-void OpFsyncdir(fuse_req_t req, fuse_ino_t ino, int, fuse_file_info*) {
+void OpFsyncdir(fuse_req_t req, fuse_ino_t ino, int, fuse_file_info* fi) {
   OpScope scope(req, kFsyncdir, "{}", ino);
-  ReplyErrno(req, 0);  // metadata commits are durable
+  ReplyErr(req, V(req)->FsyncDir(H(fi)));  // commits delayed metadata changes
 }
 
 void OpStatfs(fuse_req_t req, fuse_ino_t ino) {

@@ -85,7 +85,7 @@ Result<int64_t> Txn::Incr(std::string_view key, int64_t delta) {
   return value;
 }
 
-Result<std::unique_ptr<Engine>> Open(const std::string& url) {
+Result<std::unique_ptr<Engine>> Open(const std::string& url, const OpenOptions& opts) {
   const std::string expected =
       "expected memory://[NAME], sqlite3://PATH or postgres://[USER[:PASSWORD]@]HOST[:PORT]/DB";
   const size_t sep = url.find("://");
@@ -108,6 +108,7 @@ Result<std::unique_ptr<Engine>> Open(const std::string& url) {
               "' names a special SQLite database: expected a file path (use memory:// for an in-memory engine)");
     }
     SqliteOptions options;
+    options.commit_delay = opts.commit_delay;
     // For side-by-side benchmarks of group commit (bench/md_ab.sh with a
     // wrapper that sets it; docs/benchmarks.md).
     if (const char* g = std::getenv("TESSERA_SQLITE_GROUP_COMMIT"); g != nullptr && std::string_view(g) == "0")

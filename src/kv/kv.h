@@ -8,6 +8,7 @@
 // conformance suite (tests/kv/kv_conformance_test.cc) runs on every backend.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -67,7 +68,9 @@ class Engine {
   // thread or process) retries fn from the start, so fn must have no side
   // effects outside the transaction. read_only transactions must not write
   // (Put and Delete fail with EINVAL). fn must not call Run on the same engine
-  // (it may deadlock).
+  // (it may deadlock). An engine opened with a commit delay returns from a
+  // write Run before committing it (Flush): its later transactions see the
+  // change at once, other connections once it is committed.
   using TxnFn = std::function<Status(Txn&)>;
   virtual Status Run(const TxnFn& fn, bool read_only = false) = 0;
   // Makes every transaction committed so far survive a power loss or an OS
@@ -76,6 +79,17 @@ class Engine {
   // fsync: for the rare commits a power loss must not undo, such as a
   // reservation of ids that objects and caches are named by.
   virtual Status Sync() { return Status::OK(); }
+  // Engines that answer write transactions before committing them
+  // (SqliteOptions::commit_delay): commits every write transaction Run has
+  // returned from, and returns an error if that commit failed (those
+  // changes are gone; LostWrites counts them). Nothing elsewhere.
+  virtual Status Flush() { return Status::OK(); }
+  // How many write transactions Run returned success for were then lost:
+  // their delayed commit failed. Only grows.
+  virtual uint64_t LostWrites() const { return 0; }
+  // fn is called, on a thread of the engine, after each such loss (to drop
+  // caches that may hold the lost changes). Set once, before use.
+  virtual void OnLostWrites(std::function<void()> fn) { (void)fn; }
   // Removes every key (format --force).
   virtual Status DropAll() = 0;
   // e.g. "sqlite3", "memory", "postgres" (never a URL or password)
@@ -92,13 +106,19 @@ class Engine {
   virtual Result<std::unique_ptr<Listener>> Listen(NotifyFn fn);
 };
 
+struct OpenOptions {
+  // sqlite3: SqliteOptions::commit_delay (a mount's default; tools commit
+  // each transaction).
+  std::chrono::microseconds commit_delay{0};
+};
+
 // Opens an engine from a URL: "memory://[name]", "sqlite3://PATH" (creates the
 // file if missing), "postgres://..." or "postgresql://..." (a libpq URI, see
 // postgres_kv.h). Returns EINVAL with a clear message for a malformed URL.
 // Messages never include a password from the URL.
 // Memory engines opened with the same non-empty name share their data while
 // any of them is open; "memory://" is always a new private store.
-Result<std::unique_ptr<Engine>> Open(const std::string& url);
+Result<std::unique_ptr<Engine>> Open(const std::string& url, const OpenOptions& options = {});
 
 // Helpers for ordered binary keys.
 void AppendU64BE(std::string* s, uint64_t v);

@@ -37,17 +37,22 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
 
+#include "common/log.h"
 #include "common/metrics.h"
 #include "common/retry.h"
+#include "common/thread_name.h"
 #include "common/wait_word.h"
 #include "kv/kv.h"
 
@@ -275,6 +280,20 @@ struct PoolOptions {
   // fails rolls back alone), ended by one COMMIT. Every caller still returns
   // only after that COMMIT, with its own outcome.
   bool group_commit = false;
+  // Commit delay (with serialize_writers, on a driver with savepoints; 0:
+  // off). A write transaction's changes are made in the database
+  // transaction left open by the one before (each in a savepoint of its
+  // own, so one that fails rolls back alone) and Run returns without a
+  // COMMIT; that transaction is committed once it is this old (by the
+  // writer that finds it so, or a thread of the engine), holds
+  // kMaxDelayed transactions, or on Flush, Sync, DropAll, a read-only Run
+  // and the engine's destruction. So nothing but this engine's own
+  // writers ever reads changes not committed: reads of other
+  // connections, and what callers do after reading (deleting objects),
+  // see only committed state. A change Run returned from can be lost in a
+  // crash of the process within commit_delay, or when its COMMIT then
+  // fails (LostWrites, OnLostWrites).
+  std::chrono::microseconds commit_delay{0};
 };
 
 inline constexpr const char* kGroupsMetric = "tessera_meta_tx_groups_total";
@@ -282,6 +301,9 @@ inline constexpr const char* kGroupsHelp =
     "Database transactions that carried the write transactions of several callers (group commit)";
 inline constexpr const char* kGroupedMetric = "tessera_meta_tx_grouped_total";
 inline constexpr const char* kGroupedHelp = "Write transactions committed in a group with others (group commit)";
+inline constexpr const char* kLostMetric = "tessera_meta_tx_lost_total";
+inline constexpr const char* kLostHelp =
+    "Write transactions answered under a commit delay whose COMMIT then failed: their changes are gone";
 
 // A kv::Engine over a pool of driver connections. Thread-safe. Lock order:
 // writer_mu_, then a pool connection (mu_), then gate_. fn must not call Run
@@ -303,21 +325,64 @@ class SqlEngine final : public Engine {
         options_(options),
         retries_(metrics::NewCounter(kRetriesMetric, kRetriesHelp, {{"engine", std::string(dialect.name)}})),
         groups_(metrics::NewCounter(kGroupsMetric, kGroupsHelp, {{"engine", std::string(dialect.name)}})),
-        grouped_(metrics::NewCounter(kGroupedMetric, kGroupedHelp, {{"engine", std::string(dialect.name)}})) {
+        grouped_(metrics::NewCounter(kGroupedMetric, kGroupedHelp, {{"engine", std::string(dialect.name)}})),
+        lost_(metrics::NewCounter(kLostMetric, kLostHelp, {{"engine", std::string(dialect.name)}})) {
     idle_.push_back(std::move(first));
     open_conns_ = 1;
+    if constexpr (Conn::kSavepoints) {
+      if (Delaying()) committer_ = std::thread([this] { CommitterLoop(); });
+    }
+  }
+
+  ~SqlEngine() override {
+    if (!committer_.joinable()) return;
+    {
+      std::lock_guard lock(committer_mu_);
+      stopping_ = true;
+    }
+    committer_cv_.notify_all();
+    committer_.join();
+    if (Status st = Flush(); !st.ok())
+      LOG_ERROR("{}: the last metadata changes could not be committed at close: {}", description_, st.ToString());
   }
 
   Status Run(const TxnFn& fn, bool read_only) override {
     if constexpr (Conn::kSavepoints) {
-      if (!read_only && options_.group_commit && options_.serialize_writers) return RunGrouped(fn);
+      if (Delaying()) {
+        if (!read_only) return RunDelayed(fn);
+        if (Status st = Flush(); !st.ok()) LOG_WARN("{}: committing before a read: {}", description_, st.ToString());
+      } else if (!read_only && options_.group_commit && options_.serialize_writers) {
+        return RunGrouped(fn);
+      }
     }
     return RunAlone(fn, read_only);
   }
 
-  Status Sync() override { return Conn::Sync(config_); }
+  Status Flush() override {
+    if constexpr (Conn::kSavepoints) {
+      if (!open_flag_.load(std::memory_order_acquire)) return Status::OK();
+      std::lock_guard writer(writer_mu_);
+      return CommitDelayed();
+    }
+    return Status::OK();
+  }
+
+  uint64_t LostWrites() const override { return lost_writes_.load(std::memory_order_acquire); }
+  // Waits for a call of the old function in progress: after it returns,
+  // the old one is never called again.
+  void OnLostWrites(std::function<void()> fn) override {
+    std::unique_lock lock(committer_mu_);
+    committer_cv_.wait(lock, [&] { return !calling_lost_; });
+    on_lost_ = std::move(fn);
+  }
+
+  Status Sync() override {
+    RETURN_IF_ERROR(Flush());
+    return Conn::Sync(config_);
+  }
 
   Status DropAll() override {
+    RETURN_IF_ERROR(Flush());
     return Transact(false, [](Conn& conn) { return conn.DeleteAll(); });
   }
 
@@ -458,13 +523,189 @@ class SqlEngine final : public Engine {
     for (Member* m : group) m->result = RunAlone(*m->fn, false);
   }
 
+  // ---- Commit delay (PoolOptions::commit_delay). delayed_ and the rest
+  // below are guarded by writer_mu_; open_flag_ mirrors delayed_ != null for
+  // the readers' and Flush's check without the mutex.
+  using Clock = std::chrono::steady_clock;
+  static constexpr size_t kMaxDelayed = 256;
+
+  bool Delaying() const {
+    return Conn::kSavepoints && options_.serialize_writers && options_.commit_delay.count() > 0;
+  }
+
+  Status RunDelayed(const TxnFn& fn) {
+    std::unique_lock writer(writer_mu_);
+    if (!delayed_) RETURN_IF_ERROR(BeginDelayed());
+    Conn& conn = *delayed_;
+    conn.ClearFailure();
+    Status st = conn.Savepoint();
+    const bool saved = st.ok();
+    if (saved) {
+      SqlTxn<Conn> txn(&conn, false);
+      st = fn(txn);
+    }
+    if (!conn.InTransaction()) {
+      // SQLite ended the transaction by itself (a full disk, an I/O error):
+      // the changes of the callers before this one went with it.
+      LoseDelayed(st);
+      return st.ok() ? Status::Err(EIO, description_ + ": the transaction was rolled back after an error") : st;
+    }
+    if (st.ok() && conn.failure() == Failure::kNone) {
+      st = conn.ReleaseSavepoint();
+      if (st.ok()) {
+        ++delayed_count_;
+        if (delayed_count_ < kMaxDelayed && Clock::now() - delayed_since_ < options_.commit_delay) return st;
+        return CommitDelayed();
+      }
+    }
+    // This caller's changes go, the others' stay.
+    const Failure failure = conn.failure();
+    if (saved) {
+      Status undo = conn.RollbackToSavepoint();
+      if (undo.ok()) undo = conn.ReleaseSavepoint();
+      if (!undo.ok()) {
+        LoseDelayed(undo);
+        return st;
+      }
+    }
+    if (failure == Failure::kNone) return st;  // fn's own error, or a hard database error
+    // A lost race: commit what the others did, then run fn with the
+    // transaction loop's retries.
+    RETURN_IF_ERROR(CommitDelayed());
+    writer.unlock();
+    return RunAlone(fn, false);
+  }
+
+  // Opens the transaction the next writers share (writer_mu_ held).
+  Status BeginDelayed() {
+    std::unique_ptr<Conn> conn;
+    RETURN_IF_ERROR(Acquire(&conn));
+    for (int attempt = 1;; ++attempt) {
+      conn->ClearFailure();
+      Status st = conn->Begin(false);
+      if (st.ok()) break;
+      const Failure failure = conn->failure();
+      if (failure != Failure::kRetry || attempt >= options_.max_attempts) {
+        Release(std::move(conn));
+        if (failure != Failure::kRetry) return st;
+        return Status::Err(EBUSY, description_ + ": database still busy after " + std::to_string(attempt) +
+                                      " attempts (locked by another process): " + st.message());
+      }
+      retries_->Inc();
+      Backoff(attempt);
+    }
+    delayed_ = std::move(conn);
+    delayed_since_ = Clock::now();
+    open_flag_.store(true, std::memory_order_release);
+    bool wake = false;
+    {
+      std::lock_guard lock(committer_mu_);
+      due_ = delayed_since_ + options_.commit_delay;
+      wake = committer_idle_;
+    }
+    if (wake) committer_cv_.notify_all();
+    return Status::OK();
+  }
+
+  // Commits the open transaction, if any (writer_mu_ held). A failure is
+  // counted and reported (LoseDelayed) as well as returned.
+  Status CommitDelayed() {
+    if (!delayed_) return Status::OK();
+    Status st = delayed_->Commit();
+    for (int attempt = 1; !st.ok() && delayed_->failure() == Failure::kRetry && delayed_->InTransaction() &&
+                          attempt < options_.max_attempts;
+         ++attempt) {
+      retries_->Inc();
+      Backoff(attempt);
+      delayed_->ClearFailure();
+      st = delayed_->Commit();
+    }
+    if (!st.ok()) {
+      LoseDelayed(st);
+      return st;
+    }
+    if (delayed_count_ > 1) {
+      groups_->Inc();
+      grouped_->Inc(delayed_count_);
+    }
+    EndDelayed();
+    return st;
+  }
+
+  void EndDelayed() {
+    delayed_->ClearFailure();
+    Release(std::move(delayed_));
+    delayed_count_ = 0;
+    open_flag_.store(false, std::memory_order_release);
+  }
+
+  // The open transaction could not be committed: every change in it is
+  // gone, though Run returned success for it. Counted (LostWrites, the
+  // metric), logged, and reported to the OnLostWrites function by the
+  // committer thread (never under writer_mu_: the function may wait for
+  // requests that wait for it).
+  void LoseDelayed(const Status& why) {
+    (void)delayed_->Rollback();  // a failed rollback leaves the connection unusable: Release closes it
+    const size_t n = delayed_count_;
+    const auto age = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - delayed_since_);
+    EndDelayed();
+    if (n == 0) return;
+    lost_->Inc(n);
+    lost_writes_.fetch_add(n, std::memory_order_acq_rel);
+    LOG_ERROR("{}: {} metadata change(s) answered in the last {:.1f} ms could not be committed and are gone: {}",
+              description_, n, double(age.count()) / 1000.0, why.ToString());
+    {
+      std::lock_guard lock(committer_mu_);
+      lost_pending_ = true;
+    }
+    committer_cv_.notify_all();
+  }
+
+  // Commits each delayed transaction once it is due, unless a writer did
+  // first, and calls on_lost_ after a loss.
+  void CommitterLoop() {
+    NameThisThread("ts-meta-commit");
+    std::unique_lock lock(committer_mu_);
+    for (;;) {
+      committer_idle_ = true;
+      committer_cv_.wait(lock, [&] { return stopping_ || lost_pending_ || due_ != Clock::time_point{}; });
+      committer_idle_ = false;
+      if (lost_pending_) {
+        lost_pending_ = false;
+        const std::function<void()> fn = on_lost_;
+        calling_lost_ = true;
+        lock.unlock();
+        if (fn) fn();
+        lock.lock();
+        calling_lost_ = false;
+        committer_cv_.notify_all();  // OnLostWrites may wait for it
+        continue;
+      }
+      if (stopping_) return;
+      const Clock::time_point due = due_;
+      if (committer_cv_.wait_until(lock, due, [&] { return stopping_ || lost_pending_; })) continue;
+      if (due_ == due) due_ = {};  // else a newer transaction is due later: the next round waits for it
+      lock.unlock();
+      {
+        std::lock_guard writer(writer_mu_);
+        if (delayed_ && Clock::now() - delayed_since_ >= options_.commit_delay) (void)CommitDelayed();  // reported
+      }
+      lock.lock();
+    }
+  }
+
   // Runs body(conn) between BEGIN and COMMIT, retrying the whole transaction
   // after a conflict (Failure::kRetry) or on a fresh connection after the old
   // one broke (Failure::kReconnect).
   template <typename Body>
   Status Transact(bool read_only, const Body& body) {
     std::unique_lock<std::mutex> writer(writer_mu_, std::defer_lock);
-    if (!read_only && options_.serialize_writers) writer.lock();
+    if (!read_only && options_.serialize_writers) {
+      writer.lock();
+      // Its BEGIN would wait for the delayed transaction's write lock, which
+      // only a holder of writer_mu_ can release.
+      if constexpr (Conn::kSavepoints) RETURN_IF_ERROR(CommitDelayed());
+    }
     Lease lease(this);
     RETURN_IF_ERROR(lease.Acquire());
     // Entered holding a connection, so that every transaction holding the
@@ -563,7 +804,8 @@ class SqlEngine final : public Engine {
   const PoolOptions options_;
   metrics::Counter* const retries_;
   metrics::Counter* const groups_;
-  metrics::Counter* const grouped_;  // transactions run again (conflict, busy, reconnect)
+  metrics::Counter* const grouped_;
+  metrics::Counter* const lost_;
 
   // Held for the whole of each write transaction when serialize_writers.
   std::mutex writer_mu_;
@@ -572,6 +814,23 @@ class SqlEngine final : public Engine {
   bool group_leading_ = false;                        // guarded by group_mu_: a group is being committed
   // Passed by write transactions when serialize_retries.
   ConflictGate gate_;
+
+  // Commit delay: the open transaction (guarded by writer_mu_).
+  std::unique_ptr<Conn> delayed_;
+  size_t delayed_count_ = 0;            // transactions in it
+  Clock::time_point delayed_since_;     // when it began
+  std::atomic<bool> open_flag_{false};  // delayed_ != null
+  std::atomic<uint64_t> lost_writes_{0};
+  // The committer thread.
+  std::mutex committer_mu_;
+  std::condition_variable committer_cv_;
+  Clock::time_point due_;          // guarded by committer_mu_: when the open transaction is due ({}: none)
+  bool committer_idle_ = false;    // guarded by committer_mu_: waiting for a transaction to open
+  bool lost_pending_ = false;      // guarded by committer_mu_: on_lost_ to be called
+  bool calling_lost_ = false;      // guarded by committer_mu_: on_lost_ is being called
+  bool stopping_ = false;          // guarded by committer_mu_
+  std::function<void()> on_lost_;  // guarded by committer_mu_
+  std::thread committer_;
 
   std::mutex mu_;
   std::condition_variable conn_freed_;       // signalled when idle_ or open_conns_ changes

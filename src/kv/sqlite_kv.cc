@@ -398,9 +398,11 @@ class SqliteConn {
 }  // namespace
 
 Result<std::unique_ptr<Engine>> OpenSqlite(const std::string& path, const SqliteOptions& options) {
-  if (options.max_connections < 1 || options.max_attempts < 1 || options.busy_timeout_ms < 0) {
-    return Status::Err(EINVAL,
-                       "sqlite3 '" + path + "': max_connections and max_attempts must be >= 1, busy_timeout_ms >= 0");
+  if (options.max_connections < 1 || options.max_attempts < 1 || options.busy_timeout_ms < 0 ||
+      options.commit_delay.count() < 0) {
+    return Status::Err(EINVAL, "sqlite3 '" + path +
+                                   "': max_connections and max_attempts must be >= 1, busy_timeout_ms and "
+                                   "commit_delay >= 0");
   }
   // Pool connections are opened later, possibly after a chdir (daemonizing),
   // so a relative path is resolved once, now.
@@ -420,6 +422,7 @@ Result<std::unique_ptr<Engine>> OpenSqlite(const std::string& path, const Sqlite
   // IMMEDIATE wait.
   pool.serialize_writers = true;
   pool.group_commit = options.group_commit;
+  pool.commit_delay = options.commit_delay;
   return std::unique_ptr<Engine>(std::make_unique<sql::SqlEngine<SqliteConn>>(
       sql::kSqliteDialect, std::move(config), "sqlite3 '" + absolute.string() + "'", pool, std::move(first)));
 }

@@ -18,6 +18,7 @@
 // conflict, only when the lock is busy.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string>
 
@@ -41,6 +42,13 @@ struct SqliteOptions {
   // Group commit: concurrent write transactions of this process share one
   // SQLite transaction (each in a savepoint) and one commit (sql_kv.h).
   bool group_commit = true;
+  // Commit delay (sql_kv.h, PoolOptions::commit_delay; 0: off, each write
+  // transaction is committed before Run returns). With a delay, write
+  // transactions that follow one another share one SQLite transaction,
+  // committed within this time, on Engine::Flush/Sync or before a read:
+  // a change Run returned from survives a crash of the process only once
+  // committed. Replaces group commit.
+  std::chrono::microseconds commit_delay{0};
 };
 
 // Opens the database file at path (absolute, or relative to the working

@@ -353,8 +353,13 @@ KvMeta::KvMeta(std::unique_ptr<kv::Engine> engine)
                                      "Attribute requests answered from the client's attribute cache")),
       engine_(WatchEngine(std::move(engine), origin_, watching_, &attrs_)),
       inode_ids_(kInodeBatch, [this](uint64_t batch) { return ReserveIds(kNextInode, batch); }),
-      slice_ids_(kSliceBatch, [this](uint64_t batch) { return ReserveIds(kNextSlice, batch, true); }) {}
+      slice_ids_(kSliceBatch, [this](uint64_t batch) { return ReserveIds(kNextSlice, batch, true); }) {
+  // Changes answered for and then lost may be in every cache: as after
+  // missed notifications, drop them all (the kernel's too, when watching).
+  engine_->OnLostWrites([this] { OnPayloads({}, true); });
+}
 KvMeta::~KvMeta() {
+  engine_->OnLostWrites(nullptr);  // from now on, a loss is only counted
   StopWatching();
   // A client that ends without crashing loses no statistics (the VFS has
   // flushed already; this covers tools and tests).

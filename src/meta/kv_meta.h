@@ -114,6 +114,8 @@ class KvMeta final : public Meta {
   Result<bool> IsEmpty() override;
   Status GetDirStats(const std::vector<Ino>& dirs, std::vector<DirStat>* out) override;
   Status FlushDirStats() override;
+  Status CommitPending() override { return engine_->Flush(); }
+  uint64_t LostChanges() const override { return engine_->LostWrites(); }
   Status Clone(const Context& ctx, Ino src, Ino parent, const std::string& name, uint32_t cumask, bool preserve,
                Ino* ino, Attr* attr, uint64_t* entries) override;
   Status ListQuotas(std::vector<std::pair<QuotaKey, Quota>>* out) override;

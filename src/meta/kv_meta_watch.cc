@@ -209,6 +209,9 @@ class WatchedEngine final : public kv::Engine {
     return st;
   }
   Status Sync() override { return inner_->Sync(); }
+  Status Flush() override { return inner_->Flush(); }
+  uint64_t LostWrites() const override { return inner_->LostWrites(); }
+  void OnLostWrites(std::function<void()> fn) override { inner_->OnLostWrites(std::move(fn)); }
 
   // Whether a client other than this one watches: the watchers counter,
   // read in the transaction — on PostgreSQL, where each read is a round

@@ -130,7 +130,7 @@ Status CheckPermission(const Context& ctx, const Attr& attr, int mask) {
 // ---------------------------------------------------------------- factory
 
 namespace {
-Result<std::unique_ptr<Meta>> OpenEngine(const std::string& url) {
+Result<std::unique_ptr<Meta>> OpenEngine(const std::string& url, const OpenOptions& options) {
   const std::string scheme = UrlScheme(url);
   if (scheme == "redis" || scheme == "rediss" || scheme == "unix") return RedisMeta::Open(url);
   if (scheme != "sqlite3" && scheme != "memory" && scheme != "postgres" && scheme != "postgresql") {
@@ -139,13 +139,15 @@ Result<std::unique_ptr<Meta>> OpenEngine(const std::string& url) {
                                    "unix:///PATH/redis.sock?db=N, postgres://[USER[:PASSWORD]@]HOST[:PORT]/DB or "
                                    "memory://[NAME]");
   }
-  ASSIGN_OR_RETURN(auto engine, kv::Open(url));
+  kv::OpenOptions kv_options;
+  kv_options.commit_delay = options.commit_delay;
+  ASSIGN_OR_RETURN(auto engine, kv::Open(url, kv_options));
   return std::unique_ptr<Meta>(new KvMeta(std::move(engine)));
 }
 }  // namespace
 
-Result<std::unique_ptr<Meta>> Open(const std::string& url) {
-  ASSIGN_OR_RETURN(std::unique_ptr<Meta> meta, OpenEngine(url));
+Result<std::unique_ptr<Meta>> Open(const std::string& url, const OpenOptions& options) {
+  ASSIGN_OR_RETURN(std::unique_ptr<Meta> meta, OpenEngine(url, options));
   if (const char* faults = std::getenv("TESSERA_META_FAULTS"); faults && *faults) {
     ASSIGN_OR_RETURN(FaultMeta::Spec spec, FaultMeta::Spec::Parse(faults));
     LOG_WARN("metadata engine {}: injecting faults ({})", meta->Name(), spec.ToString());

@@ -9,6 +9,7 @@
 // every engine.
 #pragma once
 
+#include <chrono>
 #include <sys/types.h>
 
 #include <cstdint>
@@ -501,6 +502,15 @@ class Meta {
   // that update the statistics inside each operation have nothing to flush.
   virtual Status FlushDirStats() { return Status::OK(); }
 
+  // ---- delayed commits (sqlite3 with a commit delay, OpenOptions) ----
+  // Commits every change this client has answered for. An error if some
+  // could not be: they are gone, and LostChanges counts them. Engines that
+  // commit each change before answering have nothing to do.
+  virtual Status CommitPending() { return Status::OK(); }
+  // Changes answered for and then lost (their delayed commit failed);
+  // only grows. Handles compare it at close and fsync (errseq-like).
+  virtual uint64_t LostChanges() const { return 0; }
+
   // ---- clone (tessera clone) ----
   // Copies `src` (a file, symlink, special file or a directory tree) to
   // parent/name by metadata only: the copies share the originals' slices,
@@ -547,10 +557,17 @@ class Meta {
 // (a session of this host)?
 bool SessionDead(const SessionInfo& s, int64_t now, int64_t timeout_sec);
 
+struct OpenOptions {
+  // sqlite3: how long a change may wait to be committed with the ones after
+  // it (kv::SqliteOptions::commit_delay; 0: committed before it is
+  // answered). Other engines: ignored.
+  std::chrono::microseconds commit_delay{0};
+};
+
 // Opens a metadata engine from a META-URL (sqlite3://PATH, memory://NAME,
 // redis://..., unix://..., postgres://...). With the environment variable
 // TESSERA_META_FAULTS set to a spec, the engine injects faults (fault_meta.h).
-Result<std::unique_ptr<Meta>> Open(const std::string& url);
+Result<std::unique_ptr<Meta>> Open(const std::string& url, const OpenOptions& options = {});
 
 // POSIX permission check of `mask` (R_OK|W_OK|X_OK) against attr for ctx.
 Status CheckPermission(const Context& ctx, const Attr& attr, int mask);

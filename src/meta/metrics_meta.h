@@ -146,6 +146,8 @@ class MetricsMeta final : public Meta {
     return Timed(kDirStats, [&] { return inner_->GetDirStats(dirs, out); });
   }
   Status FlushDirStats() override { return Timed(kDirStats, [&] { return inner_->FlushDirStats(); }); }
+  Status CommitPending() override { return inner_->CommitPending(); }
+  uint64_t LostChanges() const override { return inner_->LostChanges(); }
   Status Clone(const Context& ctx, Ino src, Ino parent, const std::string& name, uint32_t cumask, bool preserve,
                Ino* ino, Attr* attr, uint64_t* entries) override {
     return Timed(kClone, [&] { return inner_->Clone(ctx, src, parent, name, cumask, preserve, ino, attr, entries); });

@@ -521,10 +521,12 @@ Status Vfs::Access(const Context& ctx, Ino ino, int mask) { return meta_->Access
 
 Status Vfs::Open(const Context& ctx, Ino ino, int flags, Handle** fh, Attr* attr) {
   const uint64_t epoch = data_->CommitEpoch();
+  const uint64_t lost = meta_->LostChanges();
   RETURN_IF_ERROR(Stale(meta_->Open(ctx, ino, flags, attr)));
   auto h = std::make_unique<Handle>();
   h->ino = ino;
   h->flags = flags;
+  h->lost_seen = lost;
   h->session = session_gen_.load(std::memory_order_relaxed);
   h->uid = attr->uid;
   h->gid = attr->gid;
@@ -551,6 +553,7 @@ Status Vfs::Open(const Context& ctx, Ino ino, int flags, Handle** fh, Attr* attr
 
 Status Vfs::Create(const Context& ctx, Ino parent, const std::string& name, uint32_t mode, uint32_t umask, int flags,
                    Handle** fh, Ino* ino, Attr* attr) {
+  const uint64_t lost = meta_->LostChanges();
   Status st = MknodCharged(ctx, parent, name, S_IFREG | (mode & 07777), umask, 0, "", ino, attr);
   if (st.code() == EEXIST && !(flags & O_EXCL)) {
     // Created meanwhile by someone else: open it like open(2) without O_EXCL.
@@ -575,6 +578,7 @@ Status Vfs::Create(const Context& ctx, Ino parent, const std::string& name, uint
   auto h = std::make_unique<Handle>();
   h->ino = *ino;
   h->flags = flags;
+  h->lost_seen = lost;
   h->session = session_gen_.load(std::memory_order_relaxed);
   h->uid = attr->uid;
   h->gid = attr->gid;
@@ -622,9 +626,24 @@ Status Vfs::CommitThrough(const Context& ctx, Handle* fh, bool fsync) {
   return Status::OK();
 }
 
+Status Vfs::CommitMeta(Handle* fh) {
+  Status st = meta_->CommitPending();
+  const uint64_t lost = meta_->LostChanges();
+  uint64_t seen = fh->lost_seen.load(std::memory_order_relaxed);
+  if (lost != seen && fh->lost_seen.compare_exchange_strong(seen, lost) && st.ok()) {
+    return Status::Err(EIO, std::to_string(lost - seen) +
+                                " metadata change(s) this client answered for could not be committed and are gone "
+                                "(see its log)");
+  }
+  return st;
+}
+
 Status Vfs::Flush(const Context& ctx, Handle* fh, uint64_t lock_owner) {
   Status st = fh->file ? CheckSession(fh) : Status::OK();
   if (st.ok() && fh->file) st = CommitThrough(ctx, fh, false);
+  // close(2) returns once the file's changes are committed (with a commit
+  // delay, they may not be yet).
+  if (st.ok()) st = CommitMeta(fh);
   // close(2) waits for FLUSH but not for RELEASE: an open right after the
   // close may come before the release.
   if (st.ok() && fh->file) SawOwnWrites(ctx, fh);
@@ -633,10 +652,13 @@ Status Vfs::Flush(const Context& ctx, Handle* fh, uint64_t lock_owner) {
 }
 
 Status Vfs::Fsync(const Context& ctx, Handle* fh) {
-  if (!fh->file) return Status::OK();
+  if (!fh->file) return CommitMeta(fh);
   RETURN_IF_ERROR(CheckSession(fh));
-  return CommitThrough(ctx, fh, true);
+  RETURN_IF_ERROR(CommitThrough(ctx, fh, true));
+  return CommitMeta(fh);
 }
+
+Status Vfs::FsyncDir(Handle* fh) { return CommitMeta(fh); }
 
 Status Vfs::Release(const Context& ctx, Handle* fh) {
   std::unique_ptr<Handle> h(fh);
@@ -715,6 +737,7 @@ Result<uint64_t> Vfs::Lseek(const Context& ctx, Handle* fh, uint64_t off, int wh
 // ---------------------------------------------------------------- directories
 
 Status Vfs::OpenDir(const Context& ctx, Ino ino, int flags, Handle** fh) {
+  const uint64_t lost = meta_->LostChanges();
   Attr attr;
   RETURN_IF_ERROR(Stale(meta_->GetAttr(ctx, ino, &attr)));
   if (!attr.IsDir()) return Status::Err(ENOTDIR);
@@ -722,6 +745,7 @@ Status Vfs::OpenDir(const Context& ctx, Ino ino, int flags, Handle** fh) {
   auto h = std::make_unique<Handle>();
   h->ino = ino;
   h->flags = flags;
+  h->lost_seen = lost;
   *fh = h.release();
   return Status::OK();
 }

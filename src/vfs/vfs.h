@@ -90,6 +90,10 @@ struct Handle {
   // Files: the file's error mark this handle has reported up to (errseq;
   // FileData::Commit), taken at open.
   std::atomic<uint64_t> errors_seen{0};
+  // The engine's count of lost changes (Meta::LostChanges) this handle has
+  // reported up to, taken at open: a close or fsync after changes were lost
+  // fails with EIO once.
+  std::atomic<uint64_t> lost_seen{0};
   // Files: owner and (first) parent when opened, for quotas.
   uint32_t uid = 0;
   uint32_t gid = 0;
@@ -231,6 +235,8 @@ class Vfs {
   Status Flush(const Context& ctx, Handle* fh, uint64_t lock_owner);
   Status Fsync(const Context& ctx, Handle* fh);
   Status Release(const Context& ctx, Handle* fh);
+  // fsync(2) of a directory: commits delayed metadata changes.
+  Status FsyncDir(Handle* fh);
   Status Fallocate(const Context& ctx, Handle* fh, int mode, uint64_t off, uint64_t len);
   Result<size_t> CopyFileRange(const Context& ctx, Handle* in, uint64_t off_in, Handle* out, uint64_t off_out,
                                size_t len);
@@ -313,6 +319,9 @@ class Vfs {
   // discarded writes since it last looked, whichever commit failed; a
   // read-only one only at fsync, as close(2) of a read-only file on NFS
   // (the failure stays marked for the file's writers).
+  // Commits the engine's delayed changes (Meta::CommitPending); EIO once
+  // per handle after changes were lost since it was opened.
+  Status CommitMeta(Handle* fh);
   Status CommitThrough(const Context& ctx, Handle* fh, bool fsync);
 
   meta::Meta* const meta_;

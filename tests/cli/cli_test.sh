@@ -85,6 +85,7 @@ rm -rf "$W/b3" && echo x >"$W/b3"
 expect_fail "mount with an unusable bucket" "object storage .* not usable" "$T" mount "sqlite3://$W/m3.db" "$MNT" -d --log "$W/log3"
 expect_fail "format on a bucket path that is a file" "not a directory" "$T" format "sqlite3://$W/m4.db" vol4 --bucket "$W/b3"
 expect_fail "upload delay without writeback" "needs --writeback" "$T" mount "sqlite3://$W/m.db" "$MNT" --upload-delay 5
+expect_fail "negative commit delay" "commit-delay" "$T" mount "sqlite3://$W/m.db" "$MNT" --commit-delay -1
 expect_ok "mount" "$T" mount "sqlite3://$W/m.db" "$MNT" -d --log "$W/log"
 echo data >"$MNT/f"
 expect_fail "mount twice" "already a mount point" "$T" mount "sqlite3://$W/m.db" "$MNT" -d --log "$W/log"

@@ -638,6 +638,39 @@ PY
     cmp "$WORK/acked" "$MNT/acked" || fail "data acknowledged by close() lost in a client crash"
     left=$(objects_left_after_wait "$WORK/doomed.objects")
     [ "$left" -eq 0 ] || fail "$left object(s) of the open-unlinked file not reclaimed after the crash"
+    # sqlite3 answers metadata changes before committing them (other engines
+    # ignore the option): close and fsync must commit, whatever the delay.
+    # Each case ends with the call that must commit, then the client is
+    # killed at once: any later request that reads would commit too.
+    log "client crashes under a 1 s commit delay: what close and a directory's fsync returned for survives"
+    crash_client() {
+      local pid
+      pid=$(pgrep -f "tessera mount .* $MNT -d" | head -1)
+      [ -n "$pid" ] || fail "cannot find the client process"
+      kill -9 "$pid"
+      umount -l "$MNT" 2>/dev/null || true
+      mount_volume --commit-delay 1000
+    }
+    unmount_volume
+    mount_volume --commit-delay 1000
+    python3 - "$MNT" <<'PY' || fail "mkdir and fsync of its parent"
+import os, sys
+parent = os.open(sys.argv[1], os.O_RDONLY)  # opened first: nothing after the mkdir reads
+os.mkdir(sys.argv[1] + "/synced-dir")
+os.fsync(parent)
+PY
+    crash_client
+    [ -d "$MNT/synced-dir" ] || fail "a directory whose parent was fsynced was lost in a client crash (1 s commit delay)"
+    : >"$MNT/closed-empty"
+    crash_client
+    [ -f "$MNT/closed-empty" ] || fail "an empty file created and closed was lost in a client crash (1 s commit delay)"
+    head -c 100000 /dev/urandom >"$WORK/acked2"
+    cp "$WORK/acked2" "$MNT/acked2"
+    mkdir "$MNT/maybe-dir"  # neither closed nor synced: may go, must leave a consistent tree (fsck after)
+    crash_client
+    cmp "$WORK/acked2" "$MNT/acked2" || fail "a file written and closed was lost in a client crash (1 s commit delay)"
+    unmount_volume
+    mount_volume
     ;;
   writeback)
     . "$(dirname "$0")/writeback_suite.sh"  # --writeback: staging, crash, recovery, umount --flush

@@ -36,6 +36,16 @@ struct MemoryBackend {
 struct SqliteBackend {
   static std::string Url(const TempDir& dir) { return "sqlite3://" + (dir.path() / "meta.db").string(); }
 };
+// With a commit delay no test reaches: write transactions are committed
+// only by reads, by the 256th in a row, or at close (sql_kv.h).
+struct SqliteDelayedBackend {
+  static std::string Url(const TempDir& dir) { return SqliteBackend::Url(dir); }
+  static OpenOptions Options() {
+    OpenOptions options;
+    options.commit_delay = std::chrono::hours(1);
+    return options;
+  }
+};
 // TESSERA_TEST_PG_URL, each test in a fresh schema (pg_test_util.h).
 struct PostgresBackend {};
 
@@ -52,7 +62,9 @@ class KvConformanceTest : public ::testing::Test {
     } else {
       url = Backend::Url(dir_);
     }
-    Result<std::unique_ptr<Engine>> engine = Open(url);
+    OpenOptions options;
+    if constexpr (std::is_same_v<Backend, SqliteDelayedBackend>) options = Backend::Options();
+    Result<std::unique_ptr<Engine>> engine = Open(url, options);
     ASSERT_TRUE(engine.ok()) << engine.status().ToString();
     engine_ = std::move(engine).value();
   }
@@ -89,10 +101,11 @@ class BackendNames {
   static std::string GetName(int) {
     if constexpr (std::is_same_v<T, MemoryBackend>) return "memory";
     if constexpr (std::is_same_v<T, SqliteBackend>) return "sqlite3";
+    if constexpr (std::is_same_v<T, SqliteDelayedBackend>) return "sqlite3_delayed";
     return "postgres";
   }
 };
-using Backends = ::testing::Types<MemoryBackend, SqliteBackend, PostgresBackend>;
+using Backends = ::testing::Types<MemoryBackend, SqliteBackend, SqliteDelayedBackend, PostgresBackend>;
 TYPED_TEST_SUITE(KvConformanceTest, Backends, BackendNames);
 
 TYPED_TEST(KvConformanceTest, PutGetDelete) {
