@@ -32,11 +32,9 @@ PY
 writer=$!
 holds "$writer"
 sleep 2
-pid=$(pgrep -f "tessera mount .* $MNT -d" | head -1)
-kill -9 "$pid"
+kill_client
 kill "$writer" 2>/dev/null || true
 wait "$writer" 2>/dev/null || true
-umount -l "$MNT" 2>/dev/null || true
 mount_volume
 # A deletion left pending: the file goes, the client unmounts at once.
 head -c 2000000 /dev/urandom >"$MNT/removed"

@@ -128,6 +128,14 @@ mount_volume() {
   "$TESSERA" mount "$META" "$MNT" -d --log "$WORK/mount.log" --enable-xattr ${TESSERA_E2E_MOUNT_OPTS:-} "$@"
 }
 unmount_volume() { "$TESSERA" umount "$MNT"; }
+# kill_client: SIGKILLs the client serving $MNT and detaches its dead mount.
+kill_client() {
+  local pid
+  pid=$(pgrep -f "tessera mount .* $MNT -d" | head -1)
+  [ -n "$pid" ] || fail "cannot find the client process"
+  kill -9 "$pid"
+  umount -l "$MNT" 2>/dev/null || true
+}
 fail() {
   echo "[e2e] FAILED: $*" >&2
   echo "[e2e] ---- mount log (tail)" >&2
@@ -628,12 +636,9 @@ PY
     rm "$MNT/doomed"
     sleep 1.5  # a background cleanup round passes: the objects must stay while the file is open
     while read -r key; do obj_exists "$key" || fail "open-unlinked file lost object $key early"; done <"$WORK/doomed.objects"
-    pid=$(pgrep -f "tessera mount .* $MNT -d" | head -1)
-    [ -n "$pid" ] || fail "cannot find the client process"
-    kill -9 "$pid"
+    kill_client
     kill "$holder" 2>/dev/null || true
     wait "$holder" 2>/dev/null || true
-    umount -l "$MNT" 2>/dev/null || true
     mount_volume
     cmp "$WORK/acked" "$MNT/acked" || fail "data acknowledged by close() lost in a client crash"
     left=$(objects_left_after_wait "$WORK/doomed.objects")
@@ -644,11 +649,7 @@ PY
     # killed at once: any later request that reads would commit too.
     log "client crashes under a 1 s commit delay: what close and a directory's fsync returned for survives"
     crash_client() {
-      local pid
-      pid=$(pgrep -f "tessera mount .* $MNT -d" | head -1)
-      [ -n "$pid" ] || fail "cannot find the client process"
-      kill -9 "$pid"
-      umount -l "$MNT" 2>/dev/null || true
+      kill_client
       mount_volume --commit-delay 1000
     }
     unmount_volume

@@ -35,13 +35,6 @@ wb_check_files() {  # every file matches its copy in $WORK
   cmp "$WORK/wb-patchy" "$MNT/wb/patchy" || fail "$1: patchy file differs"
   for i in $(seq 1 20); do cmp "$WORK/wb-s$i" "$MNT/wb/s$i" || fail "$1: small file s$i differs"; done
 }
-wb_kill_client() {
-  local pid
-  pid=$(pgrep -f "tessera mount .* $MNT -d" | head -1)
-  [ -n "$pid" ] || fail "cannot find the client process"
-  kill -9 "$pid"
-  umount -l "$MNT" 2>/dev/null || true
-}
 
 unmount_volume
 TESSERA_OBJECT_FAULTS=$WB_DOWN mount_volume --writeback --cache-dir "$WB_CACHE"
@@ -93,7 +86,7 @@ done
 echo 3 >/proc/sys/vm/drop_caches
 wb_check_files "read back while the store is down"
 log "writeback: kill -9 of the client; the next mount reads the staged blocks"
-wb_kill_client
+kill_client
 TESSERA_OBJECT_FAULTS=$WB_DOWN mount_volume --writeback --cache-dir "$WB_CACHE"
 grep -q "staged by an earlier client" "$WORK/mount.log" || fail "the new client did not find the staged blocks"
 wb_check_files "after the crash, store still down"
