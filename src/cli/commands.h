@@ -60,8 +60,10 @@ struct MountOptions {
   bool writeback = false;
   double upload_delay = 0;  // --writeback: seconds a staged block waits before its upload
   // sqlite3: milliseconds a metadata change may wait to be committed with
-  // the ones after it (kv::SqliteOptions::commit_delay).
-  double commit_delay_ms = 1.0;
+  // the ones after it (kv::SqliteOptions::commit_delay); 0: off. Off by
+  // default: with it, a change neither closed nor synced is not durable
+  // when it is answered (docs/consistency.md).
+  double commit_delay_ms = 0.0;
   std::vector<std::string> fuse_options;  // -o a,b,c
   uint64_t buffer_size_mib = 300;
   size_t max_uploads = 20;

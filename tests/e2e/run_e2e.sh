@@ -217,10 +217,14 @@ for suite in $SUITES; do
     TESSERA_TEST_DIR="$d" "$BIN/e2e_concurrency_test" --gtest_brief=1 || fail concurrency
     log "a signal interrupts a process waiting for a POSIX lock (FUSE INTERRUPT)"
     echo x >"$d/intr"
+    rm -f "$WORK/intr-held"
     python3 -c 'import fcntl, sys, time
-f = open(sys.argv[1], "r+"); fcntl.lockf(f, fcntl.LOCK_EX); time.sleep(4)' "$d/intr" &
+f = open(sys.argv[1], "r+"); fcntl.lockf(f, fcntl.LOCK_EX); open(sys.argv[2], "w").close(); time.sleep(4)' \
+      "$d/intr" "$WORK/intr-held" &
     holder=$!
-    sleep 0.5
+    # (0.5 s was not always enough on a loaded machine over PostgreSQL.)
+    for _ in $(seq 1 100); do [ -e "$WORK/intr-held" ] && break; sleep 0.1; done
+    [ -e "$WORK/intr-held" ] || fail "the POSIX lock holder did not get its lock within 10 s"
     alarmed_lock_waiter "$d/intr" &
     waiter=$!
     rc=0
