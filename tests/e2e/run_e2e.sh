@@ -217,18 +217,22 @@ for suite in $SUITES; do
     TESSERA_TEST_DIR="$d" "$BIN/e2e_concurrency_test" --gtest_brief=1 || fail concurrency
     log "a signal interrupts a process waiting for a POSIX lock (FUSE INTERRUPT)"
     echo x >"$d/intr"
-    rm -f "$WORK/intr-held"
-    python3 -c 'import fcntl, sys, time
-f = open(sys.argv[1], "r+"); fcntl.lockf(f, fcntl.LOCK_EX); open(sys.argv[2], "w").close(); time.sleep(4)' \
-      "$d/intr" "$WORK/intr-held" &
+    rm -f "$WORK/intr-held" "$WORK/intr-release"
+    # The holder keeps the lock until the waiter is done (a fixed time was
+    # not always enough on a loaded machine over PostgreSQL), at most 60 s.
+    python3 -c 'import fcntl, os, sys, time
+f = open(sys.argv[1], "r+"); fcntl.lockf(f, fcntl.LOCK_EX); open(sys.argv[2], "w").close()
+t = time.time()
+while not os.path.exists(sys.argv[3]) and time.time() - t < 60: time.sleep(0.1)' \
+      "$d/intr" "$WORK/intr-held" "$WORK/intr-release" &
     holder=$!
-    # (0.5 s was not always enough on a loaded machine over PostgreSQL.)
     for _ in $(seq 1 100); do [ -e "$WORK/intr-held" ] && break; sleep 0.1; done
     [ -e "$WORK/intr-held" ] || fail "the POSIX lock holder did not get its lock within 10 s"
     alarmed_lock_waiter "$d/intr" &
     waiter=$!
     rc=0
     wait_or_abort "$MNT" 30 "$waiter" || rc=$?
+    touch "$WORK/intr-release"
     [ "$rc" -ne 2 ] || fail "a lock waiter sent SIGALRM still waits 30 s later"
     [ "$rc" -eq 0 ] || fail "a lock wait was not interrupted by a signal (see above)"
     wait "$holder" || fail "the POSIX lock holder failed"
