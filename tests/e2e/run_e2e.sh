@@ -245,7 +245,11 @@ while not os.path.exists(sys.argv[3]) and time.time() - t < 60: time.sleep(0.1)'
     pid=$(pgrep -f "tessera mount .* $MNT2 -d" | head -1)
     [ -n "$pid" ] || fail "cannot find mount 2's process"
     : >"$MNT2/lock"
-    flock "$MNT2/lock" sleep 2 &
+    rm -f "$WORK/release40"
+    # The holder keeps the lock until every waiter is seen blocked (at most
+    # 60 s): fixed times were too short with seven server suites side by side.
+    # shellcheck disable=SC2016  # expanded by the inner shell
+    flock "$MNT2/lock" sh -c 'for _ in $(seq 1 600); do [ -e "$1" ] && exit 0; sleep 0.1; done' sh "$WORK/release40" &
     holder=$!
     sleep 0.5
     waiters=()
@@ -253,11 +257,16 @@ while not os.path.exists(sys.argv[3]) and time.time() - t < 60: time.sleep(0.1)'
       flock "$MNT2/lock" true &
       waiters+=($!)
     done
-    sleep 0.5
-    workers=$(ps -L -o comm= -p "$pid" | grep -c '^ts-fuse$' || true)
+    workers=0
+    for _ in $(seq 1 100); do
+      workers=$(ps -L -o comm= -p "$pid" | grep -c '^ts-fuse$' || true)
+      [ "$workers" -gt 40 ] && break
+      sleep 0.2
+    done
+    touch "$WORK/release40"
     rc=0
     wait_or_abort "$MNT2" 60 "$holder" "${waiters[@]}" || rc=$?
-    [ "$rc" -ne 2 ] || fail "lock waiters still blocked 60 s after a 2 s holder (the unlock found no FUSE worker)"
+    [ "$rc" -ne 2 ] || fail "lock waiters still blocked 60 s after the holder let go (the unlock found no FUSE worker)"
     [ "$rc" -eq 0 ] || fail "a lock waiter or the holder failed"
     log "$workers FUSE workers while 40 lock waiters blocked"
     [ "$workers" -gt 40 ] || fail "only $workers FUSE workers for 40 blocked lock requests"
