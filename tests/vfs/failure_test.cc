@@ -15,6 +15,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <memory>
 #include <random>
 #include <string>
@@ -23,7 +24,11 @@
 #include <gtest/gtest.h>
 
 #include "../object/flaky_store.h"
+#include "common/fault_env.h"
 #include "common/metrics.h"
+#include "kv/sqlite_fault_vfs.h"
+#include "kv/sqlite_kv.h"
+#include "meta/kv_meta.h"
 #include "meta/fault_meta.h"
 #include "vfs/compactor.h"
 #include "vfs/vfs.h"
@@ -623,6 +628,70 @@ TEST(VfsSessionTest, AStalledObjectStoreDoesNotStopTheHeartbeat) {
   ASSERT_TRUE(cleaned.ok()) << cleaned.status().ToString();
   EXPECT_EQ(*cleaned, 0) << "a live client's session was cleaned: its heartbeat waited for the deletions";
   a.Stop();
+}
+
+
+// SQLite with a commit delay whose commit then fails (the disk is full):
+// the fsync of a directory that asked for it gets the error; every handle
+// open when the changes were lost gets EIO once at its close or fsync;
+// handles opened after do not; the client goes on once the disk does.
+TEST(VfsCommitDelayTest, LostChangesFailHandlesOpenAtTheTimeOnce) {
+  char dir_template[] = "/tmp/tessera-vfs-delay-XXXXXX";
+  ASSERT_NE(mkdtemp(dir_template), nullptr);
+  const std::string dir = dir_template;
+  FaultEnv env;
+  kv::SqliteOptions options;
+  options.vfs = kv::RegisterFaultVfs(&env);
+  options.commit_delay = std::chrono::hours(1);
+  options.max_attempts = 2;
+  auto engine = kv::OpenSqlite(dir + "/meta.db", options);
+  ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+  auto m = std::make_unique<meta::KvMeta>(std::move(engine).value());
+  meta::Format format;
+  format.name = "test";
+  format.block_size = kBlock;
+  ASSERT_TRUE(m->Init(format, false).ok());
+  FlakyStore objects;
+  chunk::ChunkStore chunks(&objects, chunk::StoreConfig{.block_size = kBlock, .mem_cache_bytes = 0});
+  {
+    Vfs v(m.get(), &chunks, Config{});
+    ASSERT_TRUE(v.Start().ok());
+    const meta::Context ctx = meta::Context::Root();
+    meta::Ino ino = 0;
+    meta::Attr attr;
+    Handle* file = nullptr;
+    ASSERT_TRUE(v.Create(ctx, meta::kRootIno, "f", 0644, 022, O_RDWR | O_CREAT, &file, &ino, &attr).ok());
+    ASSERT_TRUE(v.Flush(ctx, file, 0).ok());
+    Handle* root = nullptr;
+    ASSERT_TRUE(v.OpenDir(ctx, meta::kRootIno, O_RDONLY, &root).ok());
+    meta::Ino d = 0;
+    ASSERT_TRUE(v.Mkdir(ctx, meta::kRootIno, "doomed", 0755, 022, &d, &attr).ok());
+    env.FailRandomly(FaultEnv::kWrite, ENOSPC, 1.0);
+    Status st = v.FsyncDir(root);
+    env.FailRandomly(FaultEnv::kAll, EIO, 0);
+    EXPECT_FALSE(st.ok()) << "the fsync of the directory met no fault";
+    EXPECT_GE(m->LostChanges(), 1u);
+    st = v.Flush(ctx, file, 0);
+    EXPECT_EQ(st.code(), EIO) << "a handle open when changes were lost, at close: " << st.ToString();
+    EXPECT_TRUE(v.Flush(ctx, file, 0).ok()) << "reported twice to the same handle";
+    EXPECT_TRUE(v.FsyncDir(root).ok()) << "the directory handle had its error already";
+    Handle* later = nullptr;
+    ASSERT_TRUE(v.Open(ctx, ino, O_RDONLY, &later, &attr).ok());
+    EXPECT_TRUE(v.Flush(ctx, later, 0).ok()) << "a handle opened after the loss";
+    ASSERT_TRUE(v.Mkdir(ctx, meta::kRootIno, "after", 0755, 022, &d, &attr).ok());
+    EXPECT_TRUE(v.FsyncDir(root).ok());
+    for (Handle* h : {file, later}) EXPECT_TRUE(v.Release(ctx, h).ok());
+    EXPECT_TRUE(v.ReleaseDir(root).ok());
+  }
+  m.reset();
+  auto check = meta::Open("sqlite3://" + dir + "/meta.db");
+  ASSERT_TRUE(check.ok());
+  meta::Ino found = 0;
+  meta::Attr attr;
+  EXPECT_TRUE((*check)->Lookup(meta::Context::Root(), meta::kRootIno, "after", &found, &attr).ok());
+  EXPECT_TRUE((*check)->Lookup(meta::Context::Root(), meta::kRootIno, "f", &found, &attr).ok());
+  check->reset();
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
