@@ -18,10 +18,13 @@
 # --writeback), fsck, a mount without --writeback, and a last verify.
 #
 # Usage: scripts/campaigns/crash_loop.sh [--iterations N | --quick] [--engine sqlite|redis|postgres]
-#                                        [--writeback] [--seed N] [--keep-going] [--keep]
+#                                        [--writeback] [--commit-delay MS] [--seed N] [--keep-going] [--keep]
 #   --iterations N  default 100; --quick = 5 (CI)
 #   --engine        metadata engine (default sqlite); redis runs with appendfsync always
 #   --writeback     mount with --writeback (staging on a cache dir kept across crashes)
+#   --commit-delay  mount with --commit-delay MS (sqlite: changes answered before their
+#                   COMMIT, kept by the redo journal; e.g. 1000 makes every kill land
+#                   inside a delayed transaction)
 #   --seed N        seeds the workload and the kill delays (default: random, printed)
 #   --keep-going    after a problem, accept what is there and go on (default: stop)
 #   --keep          keep the work directory (always kept when a problem was found)
@@ -34,6 +37,7 @@ CAMPAIGN=crash-loop
 ITERATIONS=100
 ENGINE=sqlite
 WRITEBACK=0
+COMMIT_DELAY=
 SEED=$((RANDOM * 32768 + RANDOM))
 KEEP_GOING=0
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
@@ -43,6 +47,7 @@ while [ $# -gt 0 ]; do
     --quick) ITERATIONS=5 ;;
     --engine) ENGINE=${2:?}; shift ;;
     --writeback) WRITEBACK=1 ;;
+    --commit-delay) COMMIT_DELAY=${2:?}; shift ;;
     --seed) SEED=${2:?}; shift ;;
     --keep-going) KEEP_GOING=1 ;;
     --keep) KEEP=1 ;;
@@ -57,6 +62,7 @@ done
 RANDOM=$SEED
 campaign_init "$ENGINE"
 if [ "$WRITEBACK" = 1 ]; then MOUNT_OPTS=(--writeback --cache-dir "$WORK/cache"); fi
+if [ -n "$COMMIT_DELAY" ]; then MOUNT_OPTS+=(--commit-delay "$COMMIT_DELAY"); fi
 JOURNAL=$WORK/journal
 log "engine $ENGINE, writeback $([ "$WRITEBACK" = 1 ] && echo on || echo off), $ITERATIONS iterations, seed $SEED, work $WORK"
 format_volume

@@ -60,9 +60,10 @@ struct MountOptions {
   bool writeback = false;
   double upload_delay = 0;  // --writeback: seconds a staged block waits before its upload
   // sqlite3: milliseconds a metadata change may wait to be committed with
-  // the ones after it (kv::SqliteOptions::commit_delay); 0: off. Off by
-  // default: with it, a change neither closed nor synced is not durable
-  // when it is answered (docs/consistency.md).
+  // the ones after it, kept meanwhile by the redo journal
+  // (kv::SqliteOptions::commit_delay, docs/consistency.md); 0: off. Off by
+  // default: two mounts of one database writing at once take turns at
+  // SQLite's lock once per delay (bench/sqlite_two_writers.sh).
   double commit_delay_ms = 0.0;
   std::vector<std::string> fuse_options;  // -o a,b,c
   uint64_t buffer_size_mib = 300;

@@ -126,9 +126,10 @@ int main(int argc, char** argv) {
       ->capture_default_str()->check(CLI::Range(0.0, 86400.0));
   mount->add_option("--commit-delay", mo.commit_delay_ms,
                     "sqlite3: milliseconds a metadata change may wait to be committed together with the ones after "
-                    "it (e.g. 1; 0: each is committed before it is answered). close, fsync and the client's own "
-                    "reads commit at once, but a crash of the client can lose changes (mkdir, unlink, rename, ...) "
-                    "made within this time that no close or fsync covered (docs/consistency.md)")
+                    "it (e.g. 1), once it is in the client's redo journal (a crash of the client loses none: the "
+                    "next process to open the database replays them). close, fsync and the client's own reads "
+                    "commit at once; other mounts of the database wait for its lock meanwhile. 0: each change is "
+                    "committed before it is answered (docs/consistency.md)")
       ->capture_default_str()->check(CLI::Range(0.0, 1000.0));
   mount->add_option("-o", mo.fuse_options,
                     "other FUSE mount options, comma separated (those of libfuse's low-level API and of "

@@ -212,6 +212,7 @@ class PgConn {
   }
 
   static constexpr bool kSavepoints = false;  // no group commit (sql_kv.h)
+  static constexpr bool kRedo = false;        // no commit delay
 
   bool Reusable() const {
     return !broken_ && !begin_ && PQstatus(pg_) == CONNECTION_OK && PQtransactionStatus(pg_) == PQTRANS_IDLE;

@@ -31,6 +31,8 @@
 //   static constexpr bool kSavepoints;  // true: also the following, for group commit
 //   Status Savepoint(); Status RollbackToSavepoint(); Status ReleaseSavepoint();
 //   bool InTransaction() const;
+//   static constexpr bool kRedo;     // true: also the following, for a commit delay
+//   Status RedoStamp(id, gen); Status RedoForget(id);   // its redo journal
 // where every failing call records its Failure (so that a retry happens even
 // when fn swallows the error).
 #pragma once
@@ -55,6 +57,7 @@
 #include "common/thread_name.h"
 #include "common/wait_word.h"
 #include "kv/kv.h"
+#include "kv/sqlite_redo.h"
 
 namespace tessera::kv::sql {
 
@@ -214,26 +217,40 @@ class SqlTxn final : public Txn {
  public:
   SqlTxn(Conn* conn, bool read_only) : conn_(conn), read_only_(read_only) {}
 
+  // Records every change made through this transaction into *body
+  // (AppendRedoOp), for a redo journal.
+  void RecordInto(std::string* body) { redo_ = body; }
+
   Result<std::string> Get(std::string_view key) override { return conn_->Get(key); }
 
   Status Put(std::string_view key, std::string_view value) override {
     if (read_only_) return Status::Err(EINVAL, "kv: Put in a read-only transaction");
-    return conn_->Put(key, value);
+    RETURN_IF_ERROR(conn_->Put(key, value));
+    if (redo_ != nullptr) AppendRedoOp('P', key, value, redo_);
+    return Status::OK();
   }
 
   Status PutMany(const KeyValues& kvs) override {
     if (read_only_) return Status::Err(EINVAL, "kv: Put in a read-only transaction");
-    return conn_->PutMany(kvs);
+    RETURN_IF_ERROR(conn_->PutMany(kvs));
+    if (redo_ != nullptr) {
+      for (const auto& [k, v] : kvs) AppendRedoOp('P', k, v, redo_);
+    }
+    return Status::OK();
   }
 
   Status Delete(std::string_view key) override {
     if (read_only_) return Status::Err(EINVAL, "kv: Delete in a read-only transaction");
-    return conn_->Delete(key);
+    RETURN_IF_ERROR(conn_->Delete(key));
+    if (redo_ != nullptr) AppendRedoOp('D', key, {}, redo_);
+    return Status::OK();
   }
 
   Status Notify(std::string_view payload) override {
     if (read_only_) return Status::Err(EINVAL, "kv: Notify in a read-only transaction");
-    return conn_->Notify(payload);
+    RETURN_IF_ERROR(conn_->Notify(payload));
+    if (redo_ != nullptr) AppendRedoOp('N', {}, payload, redo_);
+    return Status::OK();
   }
 
   // fn runs between batch queries, never while a statement is active, so it
@@ -260,6 +277,7 @@ class SqlTxn final : public Txn {
  private:
   Conn* const conn_;
   const bool read_only_;
+  std::string* redo_ = nullptr;
 };
 
 struct PoolOptions {
@@ -290,10 +308,14 @@ struct PoolOptions {
   // and the engine's destruction. So nothing but this engine's own
   // writers ever reads changes not committed: reads of other
   // connections, and what callers do after reading (deleting objects),
-  // see only committed state. A change Run returned from can be lost in a
-  // crash of the process within commit_delay, or when its COMMIT then
-  // fails (LostWrites, OnLostWrites).
+  // see only committed state. A change Run returned from can be lost when
+  // its COMMIT then fails (LostWrites, OnLostWrites), and without redo in
+  // a crash of the process within commit_delay.
   std::chrono::microseconds commit_delay{0};
+  // With a commit delay, on a driver with kRedo: the journal that makes a
+  // change Run returned from survive a crash of the process before its
+  // COMMIT (sqlite_redo.h). Its row must exist (gen()) before the first Run.
+  std::shared_ptr<RedoJournal> redo;
 };
 
 inline constexpr const char* kGroupsMetric = "tessera_meta_tx_groups_total";
@@ -344,6 +366,9 @@ class SqlEngine final : public Engine {
     committer_.join();
     if (Status st = Flush(); !st.ok())
       LOG_ERROR("{}: the last metadata changes could not be committed at close: {}", description_, st.ToString());
+    if constexpr (Conn::kRedo) {
+      if (options_.redo) RetireRedo();
+    }
   }
 
   Status Run(const TxnFn& fn, bool read_only) override {
@@ -540,8 +565,11 @@ class SqlEngine final : public Engine {
     conn.ClearFailure();
     Status st = conn.Savepoint();
     const bool saved = st.ok();
+    std::string redo;
+    bool stuck = false;  // a record of this call is stuck in the journal
     if (saved) {
       SqlTxn<Conn> txn(&conn, false);
+      if (Journaling()) txn.RecordInto(&redo);
       st = fn(txn);
     }
     if (!conn.InTransaction()) {
@@ -551,7 +579,14 @@ class SqlEngine final : public Engine {
       return st.ok() ? Status::Err(EIO, description_ + ": the transaction was rolled back after an error") : st;
     }
     if (st.ok() && conn.failure() == Failure::kNone) {
-      st = conn.ReleaseSavepoint();
+      // Answered only once its changes are in the journal.
+      bool appended = false;
+      if (!redo.empty()) {
+        st = AppendRedo(redo);  // cut back by itself if it failed
+        appended = st.ok();
+      }
+      if (st.ok()) st = conn.ReleaseSavepoint();
+      if (!st.ok() && appended && !UndoRedo()) stuck = true;
       if (st.ok()) {
         ++delayed_count_;
         if (delayed_count_ < kMaxDelayed && Clock::now() - delayed_since_ < options_.commit_delay) return st;
@@ -568,6 +603,7 @@ class SqlEngine final : public Engine {
         return st;
       }
     }
+    if (stuck) (void)CommitDelayed();  // reported
     if (failure == Failure::kNone) return st;  // fn's own error, or a hard database error
     // A lost race: commit what the others did, then run fn with the
     // transaction loop's retries.
@@ -611,7 +647,8 @@ class SqlEngine final : public Engine {
   // counted and reported (LoseDelayed) as well as returned.
   Status CommitDelayed() {
     if (!delayed_) return Status::OK();
-    Status st = delayed_->Commit();
+    Status st = StampRedo();
+    if (st.ok()) st = delayed_->Commit();
     for (int attempt = 1; !st.ok() && delayed_->failure() == Failure::kRetry && delayed_->InTransaction() &&
                           attempt < options_.max_attempts;
          ++attempt) {
@@ -628,6 +665,7 @@ class SqlEngine final : public Engine {
       groups_->Inc();
       grouped_->Inc(delayed_count_);
     }
+    CommittedRedo();
     EndDelayed();
     return st;
   }
@@ -645,6 +683,7 @@ class SqlEngine final : public Engine {
   // committer thread (never under writer_mu_: the function may wait for
   // requests that wait for it).
   void LoseDelayed(const Status& why) {
+    DiscardRedo();  // before the rollback lets anyone else replay the journal
     (void)delayed_->Rollback();  // a failed rollback leaves the connection unusable: Release closes it
     const size_t n = delayed_count_;
     const auto age = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - delayed_since_);
@@ -659,6 +698,66 @@ class SqlEngine final : public Engine {
       lost_pending_ = true;
     }
     committer_cv_.notify_all();
+  }
+
+  // ---- The redo journal (PoolOptions::redo, sqlite_redo.h), under writer_mu_.
+  bool Journaling() const {
+    if constexpr (Conn::kRedo) return options_.redo != nullptr;
+    return false;
+  }
+  Status AppendRedo(std::string_view body) {
+    if constexpr (Conn::kRedo) return options_.redo->Append(body);
+    return Status::OK();
+  }
+  // False if the record could not be taken back (JournalStuck).
+  bool UndoRedo() {
+    if constexpr (Conn::kRedo) {
+      if (Status st = options_.redo->Undo(); !st.ok()) {
+        JournalStuck(st);
+        return false;
+      }
+    }
+    return true;
+  }
+  // In the open transaction, just before its COMMIT: its records are in
+  // the database once it commits.
+  Status StampRedo() {
+    if constexpr (Conn::kRedo) {
+      if (Journaling()) return delayed_->RedoStamp(options_.redo->id(), options_.redo->gen() + 1);
+    }
+    return Status::OK();
+  }
+  void CommittedRedo() {
+    if constexpr (Conn::kRedo) {
+      if (Journaling()) options_.redo->Committed();
+    }
+  }
+  void DiscardRedo() {
+    if constexpr (Conn::kRedo) {
+      if (Journaling()) {
+        if (Status st = options_.redo->Discard(); !st.ok()) JournalStuck(st);
+      }
+    }
+  }
+  // A record that must not count could not be marked so in the journal (a
+  // write failed): a crash before the next COMMIT would replay a change
+  // whose caller was told it failed. That COMMIT makes the record's
+  // generation old; after a failed Undo, RunDelayed forces it at once.
+  void JournalStuck(const Status& st) {
+    LOG_ERROR("{}: cannot cut a failed change out of the metadata redo journal (a crash before the next commit "
+              "would replay it): {}",
+              description_, st.ToString());
+  }
+  // The engine closes: its journal's row goes, then its file.
+  void RetireRedo() {
+    if constexpr (Conn::kRedo) {
+      Status st = Transact(false, [&](Conn& conn) { return conn.RedoForget(options_.redo->id()); });
+      if (st.ok()) {
+        options_.redo->Remove();
+      } else {  // replayed (empty: its last transaction committed) by the next writer
+        LOG_WARN("{}: cannot remove the redo journal's row at close: {}", description_, st.ToString());
+      }
+    }
   }
 
   // Commits each delayed transaction once it is due, unless a writer did

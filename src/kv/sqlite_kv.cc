@@ -4,12 +4,14 @@
 #include <sqlite3.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <ctime>
 #include <filesystem>
 #include <utility>
 
 #include "kv/listen.h"
 #include "kv/sqlite_batch_vfs.h"
+#include "kv/sqlite_redo.h"
 #include "kv/sql_kv.h"
 
 namespace tessera::kv {
@@ -72,6 +74,7 @@ class SqliteConn {
   struct Config {
     std::string path;  // absolute
     SqliteOptions options;
+    std::string redo_id;  // this engine's redo journal (sqlite_redo.h), "" if none
   };
 
   static Result<std::unique_ptr<SqliteConn>> Open(const Config& config) {
@@ -108,20 +111,31 @@ class SqliteConn {
       rc = sqlite3_prepare_v3(db, kSavepointSql[i], -1, SQLITE_PREPARE_PERSISTENT, &conn->savepoint_stmts_[i], nullptr);
       if (rc != SQLITE_OK) return conn->Error(rc, std::string("prepare ") + kSavepointSql[i]);
     }
+    for (int i = 0; i < kRedoStmts; ++i) {
+      rc = sqlite3_prepare_v3(db, kRedoSql[i], -1, SQLITE_PREPARE_PERSISTENT, &conn->redo_stmts_[i], nullptr);
+      if (rc != SQLITE_OK) return conn->Error(rc, std::string("prepare ") + kRedoSql[i]);
+    }
+    conn->redo_id_ = config.redo_id;
     return conn;
   }
 
   ~SqliteConn() {
     for (sqlite3_stmt* stmt : stmts_) sqlite3_finalize(stmt);
     for (sqlite3_stmt* stmt : savepoint_stmts_) sqlite3_finalize(stmt);
+    for (sqlite3_stmt* stmt : redo_stmts_) sqlite3_finalize(stmt);
     sqlite3_close_v2(db_);  // rolls back an open transaction
   }
   SqliteConn(const SqliteConn&) = delete;
   SqliteConn& operator=(const SqliteConn&) = delete;
 
+  // A write transaction first replays what engines that died left in
+  // their redo journals (sqlite_redo.h): nothing may write before that.
   Status Begin(bool read_only) {
     Status st = Exec(read_only ? sql::kBeginRead : sql::kBeginWrite, "begin");
     began_ = st.ok();
+    if (!st.ok() || read_only) return st;
+    st = ReplayOrphans();
+    if (!st.ok()) (void)Rollback();
     return st;
   }
   // A COMMIT that failed other than by losing a race (an I/O error while
@@ -131,6 +145,10 @@ class SqliteConn {
     RETURN_IF_ERROR(Live());  // rolled back by SQLite: nothing of it is in the file
     Status st = Exec(sql::kCommit, "commit");
     began_ = InTxn();
+    if (st.ok()) {
+      for (const std::string& path : replayed_) ::unlink(path.c_str());  // their rows are gone for good
+      replayed_.clear();
+    }
     if (st.ok() || failure_ == Failure::kRetry) return st;
     return Status::Unknown(st.code(), st.message() + " (the commit may or may not have been applied)");
   }
@@ -139,6 +157,7 @@ class SqliteConn {
   Status Rollback() {
     Status st = InTxn() ? Exec(sql::kRollback, "rollback") : Status::OK();
     began_ = InTxn();
+    replayed_.clear();
     return st;
   }
   bool Reusable() const { return !InTxn(); }
@@ -149,6 +168,87 @@ class SqliteConn {
   Status RollbackToSavepoint() { return LiveStep(savepoint_stmts_[1], "rollback to savepoint"); }
   Status ReleaseSavepoint() { return LiveStep(savepoint_stmts_[2], "release savepoint"); }
   bool InTransaction() const { return InTxn(); }
+
+  // Redo journals (sqlite_redo.h), in a write transaction: sets the row of
+  // journal id to gen, removes it, lists every journal's id.
+  static constexpr bool kRedo = true;
+  Status RedoStamp(std::string_view id, uint64_t gen) {
+    RETURN_IF_ERROR(Live());
+    sqlite3_stmt* stmt = redo_stmts_[kRedoStamp];
+    ResetOnExit reset(stmt);
+    int rc = sqlite3_bind_text(stmt, 1, id.data(), static_cast<int>(id.size()), SQLITE_STATIC);
+    if (rc == SQLITE_OK) rc = sqlite3_bind_int64(stmt, 2, static_cast<int64_t>(gen));
+    if (rc == SQLITE_OK) rc = sqlite3_step(stmt);
+    return rc == SQLITE_DONE ? Status::OK() : Error(rc, "write the redo journal's generation");
+  }
+  Status RedoForget(std::string_view id) {
+    RETURN_IF_ERROR(Live());
+    sqlite3_stmt* stmt = redo_stmts_[kRedoForget];
+    ResetOnExit reset(stmt);
+    int rc = sqlite3_bind_text(stmt, 1, id.data(), static_cast<int>(id.size()), SQLITE_STATIC);
+    if (rc == SQLITE_OK) rc = sqlite3_step(stmt);
+    return rc == SQLITE_DONE ? Status::OK() : Error(rc, "remove a redo journal's row");
+  }
+  // This engine's own journal (Config::redo_id), for a connection opened
+  // before it was made.
+  void SetRedoId(const std::string& id) { redo_id_ = id; }
+
+  // When an engine opens, before its first transaction: replays what
+  // engines that died left (so a CLI command or a remount does), registers
+  // the journal with id (if not empty) at its first generation, and removes
+  // journal files nobody needs any more. Takes the write lock only for the
+  // first two, so an engine that only opens does not wait for another's
+  // delayed transaction.
+  Status OpenRedo(const std::string& id, int max_attempts) {
+    for (int attempt = 1;; ++attempt) {
+      ClearFailure();
+      Status st = Status::OK();
+      if (id.empty()) {
+        st = ReplayDeadJournals();
+      } else {
+        st = Begin(false);  // replays
+        if (st.ok()) st = RedoStamp(id, 1);
+        if (st.ok()) st = Commit();
+        if (!st.ok()) (void)Rollback();
+      }
+      if (st.ok()) break;
+      if (failure_ != Failure::kRetry || attempt >= max_attempts) return st;
+      sql::Backoff(attempt);
+    }
+    std::vector<std::pair<std::string, uint64_t>> rows;
+    RETURN_IF_ERROR(RedoList(&rows));
+    std::vector<std::string> ids;
+    for (auto& row : rows) ids.push_back(std::move(row.first));
+    RemoveStaleRedoFiles(path_, ids);
+    return Status::OK();
+  }
+
+  // Outside a transaction: replays the journals whose owners died, if any
+  // (one short write transaction; nothing when there are none).
+  Status ReplayDeadJournals() {
+    std::vector<std::pair<std::string, uint64_t>> rows;
+    RETURN_IF_ERROR(RedoList(&rows));
+    const bool orphans = std::any_of(rows.begin(), rows.end(), [&](const auto& row) {
+      return row.first != redo_id_ && RedoOwnerGone(RedoPath(path_, row.first));
+    });
+    if (!orphans) return Status::OK();
+    ClearFailure();
+    Status st = Begin(false);  // replays
+    if (st.ok()) st = Commit();
+    if (!st.ok()) (void)Rollback();
+    return st;
+  }
+
+  Status RedoList(std::vector<std::pair<std::string, uint64_t>>* rows) {
+    RETURN_IF_ERROR(Live());
+    sqlite3_stmt* stmt = redo_stmts_[kRedoList];
+    ResetOnExit reset(stmt);
+    int rc;
+    while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+      rows->emplace_back(ColumnBlob(stmt, 0), static_cast<uint64_t>(sqlite3_column_int64(stmt, 1)));
+    }
+    return rc == SQLITE_DONE ? Status::OK() : Error(rc, "list the redo journals");
+  }
 
   // Failure::kRetry if a call failed with SQLITE_BUSY/SQLITE_LOCKED since
   // ClearFailure(). Recorded here so that a retry happens even if fn
@@ -290,7 +390,9 @@ class SqliteConn {
     rc = sqlite3_exec(db_, sql::kSqliteDialect.create_table, nullptr, nullptr, nullptr);
     if (rc != SQLITE_OK) return Error(rc, "create table");
     rc = sqlite3_exec(db_, kCreateLog, nullptr, nullptr, nullptr);
-    return rc == SQLITE_OK ? Status::OK() : Error(rc, "create table kvlog");
+    if (rc != SQLITE_OK) return Error(rc, "create table kvlog");
+    rc = sqlite3_exec(db_, kCreateRedo, nullptr, nullptr, nullptr);
+    return rc == SQLITE_OK ? Status::OK() : Error(rc, "create table kvredo");
   }
 
   // journal_mode=WAL is persistent in the file. SQLite answers with the mode
@@ -334,6 +436,46 @@ class SqliteConn {
       "CREATE TABLE IF NOT EXISTS kvlog (id INTEGER PRIMARY KEY AUTOINCREMENT, at INTEGER NOT NULL, p BLOB NOT NULL)";
   static constexpr int64_t kLogKeepSec = 60;
 
+  // The redo journals of engines with a commit delay (sqlite_redo.h): the
+  // generation of each one's records not yet in the database.
+  static constexpr const char* kCreateRedo =
+      "CREATE TABLE IF NOT EXISTS kvredo (id TEXT PRIMARY KEY, gen INTEGER NOT NULL)";
+  enum RedoStmt { kRedoList, kRedoStamp, kRedoForget, kRedoStmts };
+  static constexpr const char* kRedoSql[kRedoStmts] = {
+      "SELECT id, gen FROM kvredo", "INSERT OR REPLACE INTO kvredo (id, gen) VALUES (?1, ?2)",
+      "DELETE FROM kvredo WHERE id = ?1"};
+
+  // Applies the records of every journal whose engine died (its flock is
+  // free) and removes its row; the file goes once this transaction commits.
+  // One statement over an empty table when no engine has a delay.
+  Status ReplayOrphans() {
+    std::vector<std::pair<std::string, uint64_t>> rows;
+    RETURN_IF_ERROR(RedoList(&rows));
+    for (const auto& [id, gen] : rows) {
+      if (id == redo_id_) continue;
+      const std::string path = RedoPath(path_, id);
+      std::vector<RedoOp> ops;
+      ASSIGN_OR_RETURN(bool orphaned, ReadOrphanedRedo(path, gen, &ops));
+      if (!orphaned && ::access(path.c_str(), F_OK) == 0) continue;  // its engine lives
+      for (const RedoOp& op : ops) {
+        if (op.kind == 'P') {
+          RETURN_IF_ERROR(Put(op.key, op.value));
+        } else if (op.kind == 'D') {
+          RETURN_IF_ERROR(Delete(op.key));
+        } else {
+          RETURN_IF_ERROR(Notify(op.value));
+        }
+      }
+      RETURN_IF_ERROR(RedoForget(id));
+      if (!ops.empty()) {
+        LOG_WARN("sqlite3 '{}': replayed {} metadata change(s) of a client that stopped before committing them",
+                 path_, ops.size());
+      }
+      replayed_.push_back(path);
+    }
+    return Status::OK();
+  }
+
   // Reads the log after the last id it returned.
   class LogReader {
    public:
@@ -346,6 +488,11 @@ class SqliteConn {
       return LastId(&last_);
     }
     Status Poll(std::vector<std::string>* out, bool* lost) {
+      // A client that died with answered changes not committed is replayed
+      // here too, so that the others see them within a poll, not only at
+      // their next write. Busy (another writer holds the lock, or replays
+      // it first): tried again at the next poll.
+      (void)conn_->ReplayDeadJournals();
       if (resync_) {  // a poll failed: start after what the log holds now
         RETURN_IF_ERROR(LastId(&last_));
         resync_ = false;
@@ -391,6 +538,9 @@ class SqliteConn {
   static constexpr const char* kSavepointSql[kSavepointStmts] = {"SAVEPOINT g", "ROLLBACK TO SAVEPOINT g",
                                                                   "RELEASE SAVEPOINT g"};
   sqlite3_stmt* savepoint_stmts_[kSavepointStmts] = {};
+  sqlite3_stmt* redo_stmts_[kRedoStmts] = {};
+  std::string redo_id_;                // Config::redo_id
+  std::vector<std::string> replayed_;  // journals replayed by this transaction, removed once it commits
   Failure failure_ = Failure::kNone;
   bool began_ = false;  // between a Begin and its Commit/Rollback (Live)
 };
@@ -410,10 +560,19 @@ Result<std::unique_ptr<Engine>> OpenSqlite(const std::string& path, const Sqlite
   const std::filesystem::path absolute = std::filesystem::absolute(path, ec);
   if (ec) return Status::Err(EINVAL, "sqlite3 '" + path + "': cannot resolve path: " + ec.message());
   // The first connection reports a bad path now, and creates file and table.
-  SqliteConn::Config config{absolute.string(), options};
+  SqliteConn::Config config{absolute.string(), options, {}};
   // Each commit's WAL frames in one write (sqlite_batch_vfs.h).
   config.options.vfs = RegisterBatchVfs(options.vfs);
   ASSIGN_OR_RETURN(std::unique_ptr<SqliteConn> first, SqliteConn::Open(config));
+  // A commit delay keeps a redo journal (sqlite_redo.h).
+  std::shared_ptr<RedoJournal> redo;
+  if (options.commit_delay.count() > 0) {
+    ASSIGN_OR_RETURN(std::unique_ptr<RedoJournal> journal, RedoJournal::Create(config.path));
+    redo = std::move(journal);
+    config.redo_id = redo->id();
+    first->SetRedoId(config.redo_id);
+  }
+  RETURN_IF_ERROR(first->OpenRedo(config.redo_id, options.max_attempts));
   sql::PoolOptions pool;
   pool.max_connections = options.max_connections;
   pool.max_attempts = options.max_attempts;
@@ -423,6 +582,7 @@ Result<std::unique_ptr<Engine>> OpenSqlite(const std::string& path, const Sqlite
   pool.serialize_writers = true;
   pool.group_commit = options.group_commit;
   pool.commit_delay = options.commit_delay;
+  pool.redo = std::move(redo);
   return std::unique_ptr<Engine>(std::make_unique<sql::SqlEngine<SqliteConn>>(
       sql::kSqliteDialect, std::move(config), "sqlite3 '" + absolute.string() + "'", pool, std::move(first)));
 }

@@ -6,7 +6,8 @@
 //
 // Durability: WAL journal with synchronous=NORMAL, each commit's frames
 // written in one system call (sqlite_batch_vfs.h). A committed transaction
-// survives a crash of the process (it is in the WAL, in the OS page cache);
+// survives a crash of the process (it is in the WAL, in the OS page cache),
+// and so does one answered under a commit delay (its redo record is);
 // after an OS crash or power loss the last few committed transactions may be
 // lost, but the database is never corrupt. fsync happens at WAL checkpoints.
 //
@@ -45,9 +46,11 @@ struct SqliteOptions {
   // Commit delay (sql_kv.h, PoolOptions::commit_delay; 0: off, each write
   // transaction is committed before Run returns). With a delay, write
   // transactions that follow one another share one SQLite transaction,
-  // committed within this time, on Engine::Flush/Sync or before a read:
-  // a change Run returned from survives a crash of the process only once
-  // committed. Replaces group commit.
+  // committed within this time, on Engine::Flush/Sync or before a read.
+  // Each one's changes are written to a redo journal before Run returns
+  // (sqlite_redo.h), so a change Run returned from survives a crash of the
+  // process as a committed one does: the next engine to open or write the
+  // database replays it. Replaces group commit.
   std::chrono::microseconds commit_delay{0};
 };
 

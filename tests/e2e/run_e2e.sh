@@ -661,10 +661,12 @@ PY
     left=$(objects_left_after_wait "$WORK/doomed.objects")
     [ "$left" -eq 0 ] || fail "$left object(s) of the open-unlinked file not reclaimed after the crash"
     # sqlite3 answers metadata changes before committing them (other engines
-    # ignore the option): close and fsync must commit, whatever the delay.
-    # Each case ends with the call that must commit, then the client is
-    # killed at once: any later request that reads would commit too.
-    log "client crashes under a 1 s commit delay: what close and a directory's fsync returned for survives"
+    # ignore the option): close and fsync must commit, whatever the delay,
+    # and every change answered before the kill must survive it (the redo
+    # journal, replayed by the next process that opens the database). Each
+    # case ends with the call under test, then the client is killed at once:
+    # any later request that reads would commit too.
+    log "client crashes under a 1 s commit delay: what close, fsync and every answered change made survives"
     crash_client() {
       kill_client
       mount_volume --commit-delay 1000
@@ -684,9 +686,24 @@ PY
     [ -f "$MNT/closed-empty" ] || fail "an empty file created and closed was lost in a client crash (1 s commit delay)"
     head -c 100000 /dev/urandom >"$WORK/acked2"
     cp "$WORK/acked2" "$MNT/acked2"
-    mkdir "$MNT/maybe-dir"  # neither closed nor synced: may go, must leave a consistent tree (fsck after)
     crash_client
     cmp "$WORK/acked2" "$MNT/acked2" || fail "a file written and closed was lost in a client crash (1 s commit delay)"
+    # Neither closed nor synced, each the last request before the kill:
+    # only the redo journal keeps these.
+    mkdir "$MNT/answered-dir"
+    crash_client
+    [ -d "$MNT/answered-dir" ] || fail "a mkdir answered under a 1 s commit delay was lost in a client crash"
+    mv "$MNT/closed-empty" "$MNT/renamed-empty"
+    crash_client
+    [ -f "$MNT/renamed-empty" ] && [ ! -e "$MNT/closed-empty" ] ||
+      fail "a rename answered under a 1 s commit delay was lost in a client crash"
+    rm "$MNT/acked"
+    crash_client
+    [ ! -e "$MNT/acked" ] || fail "an unlink answered under a 1 s commit delay was undone by a client crash"
+    ln -s target "$MNT/answered-link"
+    crash_client
+    [ "$(readlink "$MNT/answered-link")" = target ] ||
+      fail "a symlink answered under a 1 s commit delay was lost in a client crash"
     unmount_volume
     mount_volume
     ;;
