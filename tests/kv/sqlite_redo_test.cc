@@ -7,14 +7,16 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sqlite3.h>
+#include <sys/mount.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <mutex>
 #include <thread>
-#include <filesystem>
+#include <cstring>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -352,6 +354,43 @@ TEST_F(RedoCrashTest, AListenerReplaysWithinAPoll) {
     if (!notified) std::this_thread::sleep_for(10ms);
   }
   EXPECT_TRUE(notified) << "the replayed change record was not heard";
+}
+
+// The journal's file system is full: the change that cannot be written to
+// it fails with ENOSPC and is not made; the ones before stay and commit;
+// the engine works again once there is room. (A tmpfs of 256 KiB: root.)
+TEST_F(RedoCrashTest, AJournalWriteThatFailsFailsItsChange) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to mount a small tmpfs";
+  const std::filesystem::path small = dir_.path() / "small";
+  std::filesystem::create_directory(small);
+  ASSERT_EQ(mount("tessera-test", small.c_str(), "tmpfs", 0, "size=256k"), 0) << std::strerror(errno);
+  struct Unmount {
+    std::string path;
+    ~Unmount() { umount2(path.c_str(), MNT_DETACH); }
+  } unmount{small.string()};
+  const std::string db = (small / "meta.db").string();
+  {
+    SqliteOptions options;
+    options.commit_delay = 1h;
+    auto engine = OpenSqlite(db, options);
+    ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+    ASSERT_OK((*engine)->Run([](Txn& txn) { return txn.Put("a", "1"); }));
+    // Fill what is left.
+    const std::string filler = (small / "filler").string();
+    {
+      std::ofstream out(filler, std::ios::binary);
+      const std::string chunk(4096, 'x');
+      while (out.write(chunk.data(), chunk.size())) out.flush();
+    }
+    const Status st = (*engine)->Run([](Txn& txn) { return txn.Put("b", std::string(64 * 1024, 'b')); });
+    EXPECT_EQ(st.code(), ENOSPC) << st.ToString();
+    std::filesystem::remove(filler);
+    ASSERT_OK((*engine)->Run([](Txn& txn) { return txn.Put("c", "3"); }));
+    EXPECT_EQ(*GetValue(**engine, "a"), "1");  // a read commits first
+    EXPECT_TRUE(GetValue(**engine, "b").status().not_found()) << "the change that failed was made";
+    EXPECT_EQ(*GetValue(**engine, "c"), "3");
+  }
+  EXPECT_TRUE(InDatabase(db, "a") && InDatabase(db, "c") && !InDatabase(db, "b"));
 }
 
 // A clean close commits and leaves neither row nor file; a live delayed
